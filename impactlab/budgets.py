@@ -1,0 +1,209 @@
+"""Budget trees: shares, entitlement, Fair Tree ranking and owed water-filling (DESIGN.md section 4)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = 0
+
+
+class BudgetError(ValueError):
+    """A budget tree that cannot be used; the message names the source and node."""
+
+
+@dataclass(frozen=True)
+class BudgetTree:
+    """A tree of budget nodes; node 0 is the root and leaves are projects.
+
+    ``share`` is the raw share a manager wrote; ``fraction`` is the entitled fraction of the
+    cluster, the product of sibling-normalised shares down the path.
+    """
+
+    names: tuple[str, ...]
+    parent: tuple[int, ...]
+    share: tuple[float, ...]
+
+    @classmethod
+    def from_dict(cls, spec: Mapping[str, Any], source: str = "budgets") -> BudgetTree:
+        """Build from nested ``{name, share, children: [...]}`` mappings (the YAML form)."""
+        names: list[str] = []
+        parent: list[int] = []
+        share: list[float] = []
+
+        def add(node: Mapping[str, Any], up: int, path: str) -> None:
+            name = str(node.get("name", "")).strip()
+            if not name:
+                raise BudgetError(f"{source}: node under '{path}' has no name")
+            raw = node.get("share", 1.0)
+            try:
+                value = float(raw)
+            except (TypeError, ValueError):
+                raise BudgetError(f"{source}: node '{name}': share must be a number, got {raw!r}") from None
+            if not value > 0 or not np.isfinite(value):
+                raise BudgetError(f"{source}: node '{name}': share must be a positive number, got {raw!r}")
+            names.append(name)
+            parent.append(up)
+            share.append(value)
+            me = len(names) - 1
+            for child in node.get("children", None) or ():
+                add(child, me, f"{path}/{name}")
+
+        add({"share": 1.0, **spec, "name": spec.get("name", "root")}, -1, "")
+        tree = cls(tuple(names), tuple(parent), tuple(share))
+        tree._check_unique_leaves(source)
+        return tree
+
+    @classmethod
+    def flat(cls, shares: Mapping[str, float]) -> BudgetTree:
+        """A one-level tree: every project directly under the root."""
+        return cls.from_dict({"name": "root", "children": [{"name": p, "share": s} for p, s in shares.items()]})
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> BudgetTree:
+        """Load a YAML budget tree file."""
+        import yaml
+
+        try:
+            spec = yaml.safe_load(Path(path).read_text())
+        except (OSError, yaml.YAMLError) as err:
+            raise BudgetError(f"{path}: cannot read budget tree: {err}") from None
+        if not isinstance(spec, Mapping):
+            raise BudgetError(f"{path}: a budget tree is a mapping with 'name' and 'children'")
+        return cls.from_dict(spec, source=str(path))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The nested mapping form, inverse of ``from_dict``."""
+
+        def node(i: int) -> dict[str, Any]:
+            out: dict[str, Any] = {"name": self.names[i], "share": self.share[i]}
+            if self.children[i]:
+                out["children"] = [node(c) for c in self.children[i]]
+            return out
+
+        return node(ROOT)
+
+    def _check_unique_leaves(self, source: str) -> None:
+        seen: set[str] = set()
+        for leaf in self.leaves:
+            if self.names[leaf] in seen:
+                raise BudgetError(f"{source}: project '{self.names[leaf]}' appears twice")
+            seen.add(self.names[leaf])
+
+    # ----- structure -------------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        """Number of nodes, root included."""
+        return len(self.names)
+
+    @cached_property
+    def children(self) -> tuple[tuple[int, ...], ...]:
+        """Children of every node, in the order written."""
+        kids: list[list[int]] = [[] for _ in self.names]
+        for i, p in enumerate(self.parent):
+            if p >= 0:
+                kids[p].append(i)
+        return tuple(tuple(k) for k in kids)
+
+    @cached_property
+    def leaves(self) -> tuple[int, ...]:
+        """Leaf nodes (projects), in depth-first order."""
+        kids = self.children
+        return tuple(i for i in range(1, self.size) if not kids[i])
+
+    @cached_property
+    def leaf_of(self) -> dict[str, int]:
+        """Project name -> leaf node."""
+        return {self.names[i]: i for i in self.leaves}
+
+    def path(self, node: int) -> tuple[int, ...]:
+        """Nodes from the root down to ``node``."""
+        out = [node]
+        while self.parent[out[-1]] >= 0:
+            out.append(self.parent[out[-1]])
+        return tuple(reversed(out))
+
+    @cached_property
+    def fraction(self) -> np.ndarray:
+        """Entitled fraction of the cluster per node (root = 1)."""
+        frac = np.ones(self.size)
+        kids = self.children
+        for i in range(self.size):  # parents precede children in this layout
+            total = sum(self.share[c] for c in kids[i])
+            for c in kids[i]:
+                frac[c] = frac[i] * self.share[c] / total
+        return frac
+
+    def subtree_sum(self, leaf_values: np.ndarray) -> np.ndarray:
+        """Sum values given per node at the leaves up to every node; works on [..., nodes] arrays."""
+        out = np.array(leaf_values, dtype=float, copy=True)
+        for i in range(self.size - 1, 0, -1):  # children have larger indices than parents
+            out[..., self.parent[i]] += out[..., i]
+        return out
+
+    # ----- fair share ------------------------------------------------------------------------
+    def fair_tree_order(self, usage: np.ndarray) -> list[int]:
+        """Leaves ranked by Slurm's Fair Tree: at each level the least-served child first.
+
+        ``usage`` is per node (subtree sums). Served = usage / share among siblings, so a
+        higher level factor (share / usage) ranks first; ties go to the larger share, then
+        to the order written.
+        """
+        kids = self.children
+        order: list[int] = []
+
+        def visit(i: int) -> None:
+            if not kids[i]:
+                order.append(i)
+                return
+            for c in sorted(kids[i], key=lambda c: (usage[c] / self.share[c], -self.share[c], c)):
+                visit(c)
+
+        visit(ROOT)
+        return order
+
+    # ----- owed ------------------------------------------------------------------------------
+    def owed_rates(self, capacity: np.ndarray, leaf_demand: np.ndarray) -> np.ndarray:
+        """GPUs owed per node at each instant: demand-capped weighted water-filling down the tree.
+
+        ``capacity`` is [T], ``leaf_demand`` is [T, nodes] (zero except at leaves). What a child
+        cannot use flows to its siblings; a node is never owed more than it asks for.
+        """
+        demand = self.subtree_sum(leaf_demand)
+        owed = np.zeros_like(demand)
+        owed[:, ROOT] = np.minimum(capacity, demand[:, ROOT])
+        for i, kids in enumerate(self.children):
+            if kids:
+                weights = np.array([self.share[c] for c in kids])
+                owed[:, list(kids)] = waterfill(owed[:, i], demand[:, list(kids)], weights)
+        return owed
+
+
+def waterfill(capacity: np.ndarray, demand: np.ndarray, weights: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Split ``capacity`` [T] among children [T, n] in proportion to ``weights``, capped at demand.
+
+    Vectorised over T: for each row find the level L with sum(min(d_i, L * w_i)) = capacity.
+    """
+    w = np.asarray(weights, dtype=float)
+    d = np.asarray(demand, dtype=float)
+    cap = np.asarray(capacity, dtype=float)
+    if d.shape[1] == 0:
+        return d.copy()
+    ratio = d / w
+    order = np.argsort(ratio, axis=1, kind="stable")
+    r_s = np.take_along_axis(ratio, order, axis=1)
+    d_s = np.take_along_axis(d, order, axis=1)
+    w_s = w[order]
+    below = np.cumsum(d_s, axis=1) - d_s  # demand of children that saturate before k
+    w_from = np.cumsum(w_s[:, ::-1], axis=1)[:, ::-1]  # weight of children k..n-1
+    used_at = below + r_s * w_from  # capacity used if the level were ratio k
+    k = np.argmax(used_at >= cap[:, None] - 1e-9, axis=1)
+    rows = np.arange(len(cap))
+    level = (cap - below[rows, k]) / w_from[rows, k]
+    saturated = d.sum(axis=1) <= cap
+    return np.where(saturated[:, None], d, np.minimum(d, level[:, None] * w))

@@ -1,0 +1,226 @@
+"""The simulation engine: simpy is the clock, the policy decides, the engine acts and logs.
+
+Events are callbacks on simpy timeouts (a process per job costs about 5x as much). Every state
+change appends one ``Event`` to the log; nothing else is counted here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import simpy
+
+from .budgets import BudgetTree
+from .cluster import Cluster
+from .events import Ev, Event, Job
+from .policies.base import Context, Policy, PolicyError
+
+QUEUED, PENDING, RUNNING, DONE, WITHDRAWN = range(5)  # QUEUED = not yet submitted
+
+
+def kept_progress(done_s: float, checkpoint_s: float) -> float:
+    """Work an interrupted attempt keeps: up to its last checkpoint (0 = every second kept)."""
+    if checkpoint_s <= 0:
+        return done_s
+    if math.isinf(checkpoint_s):
+        return 0.0
+    return math.floor(done_s / checkpoint_s) * checkpoint_s
+
+
+class Engine:
+    """Replays jobs on a cluster under a policy; ``run()`` returns the event log.
+
+    It also serves as the ``Scheduler`` a policy's pass reads and acts through.
+    """
+
+    def __init__(
+        self,
+        jobs: Sequence[Job],
+        tree: BudgetTree,
+        cluster: Cluster,
+        policy: Policy,
+        restart_overhead_s: float,
+        horizon_s: float,
+    ):
+        self.env = simpy.Environment()
+        self.jobs, self.cluster, self.policy = jobs, cluster, policy
+        self.restart_overhead_s, self.horizon_s = restart_overhead_s, horizon_s
+        n = len(jobs)
+        self.state = [QUEUED] * n
+        self.remaining = [j.duration_s for j in jobs]
+        self.started_at = [math.nan] * n
+        self.protected_until = [0.0] * n
+        self.nodes: list[tuple[int, ...]] = [()] * n
+        self._overhead = [0.0] * n  # paid by the current attempt, or due on the next start
+        self._token = [0] * n  # bumped on every state change; stale timers compare it
+        self.pending: set[int] = set()
+        self.running: set[int] = set()
+        self.on_node: list[set[int]] = [set() for _ in range(cluster.nodes)]
+        self.log: list[Event] = []
+        self._pass_due = False
+        self._in_pass = False
+        self._requeued: list[int] = []
+        self._wakes: set[float] = set()
+        policy.setup(Context(jobs, tree, cluster.capacity, cluster.gpus_per_node))
+
+    @property
+    def now(self) -> float:
+        """Simulated time in seconds."""
+        return self.env.now
+
+    def run(self) -> list[Event]:
+        """Run to the horizon and return the event log."""
+        first = next((k for k, j in enumerate(self.jobs) if j.submit_s < self.horizon_s), None)
+        if first is not None:
+            self._at(self.jobs[first].submit_s, self._arrive, first)
+        self.env.run(until=self.horizon_s)
+        return self.log
+
+    # ----- timers ----------------------------------------------------------------------------
+    def _at(self, t: float, fn: Callable[..., None], *args: object) -> None:
+        event = self.env.timeout(max(0.0, t - self.env.now))
+        event.callbacks.append(lambda _e: fn(*args))
+
+    def _touch(self) -> None:
+        """Something changed: make sure a scheduling pass runs at the current time."""
+        if not self._pass_due:
+            self._pass_due = True
+            self._at(self.now, self._pass)
+
+    def wake_at(self, t: float) -> None:
+        """Schedule a pass at ``t`` (policy request); duplicates are merged."""
+        if t <= self.now:
+            self._touch()
+        elif t < self.horizon_s and t not in self._wakes:
+            self._wakes.add(t)
+            self._at(t, self._wake, t)
+
+    def _wake(self, t: float) -> None:
+        self._wakes.discard(t)
+        self._touch()
+
+    def _pass(self) -> None:
+        self._pass_due = False
+        self._in_pass = True
+        try:
+            self.policy.schedule(self.now, self)
+        finally:
+            self._in_pass = False
+        requeued, self._requeued = self._requeued, []
+        for j in requeued:
+            self._enqueue(j)
+
+    # ----- job lifecycle ---------------------------------------------------------------------
+    def _arrive(self, k: int) -> None:
+        t = self.jobs[k].submit_s
+        while k < len(self.jobs) and self.jobs[k].submit_s == t:
+            job = self.jobs[k]
+            self._log(Ev.SUBMIT, job)
+            self._enqueue(k)
+            k += 1
+        if k < len(self.jobs) and self.jobs[k].submit_s < self.horizon_s:
+            self._at(self.jobs[k].submit_s, self._arrive, k)
+
+    def _enqueue(self, j: int) -> None:
+        self.state[j] = PENDING
+        self._token[j] += 1
+        self.pending.add(j)
+        self.policy.enqueue(j, self.now)
+        patience = self.jobs[j].patience_s
+        if not math.isinf(patience):
+            self._at(self.now + patience, self._withdraw, j, self._token[j])
+        self._touch()
+
+    def _withdraw(self, j: int, token: int) -> None:
+        if self._token[j] != token or self.state[j] != PENDING:
+            return
+        self.state[j] = WITHDRAWN
+        self._token[j] += 1
+        self.pending.discard(j)
+        self.policy.dequeue(j, self.now)
+        self._log(Ev.WITHDRAW, self.jobs[j], detail="patience")
+        self._touch()
+
+    def start(self, j: int, nodes: tuple[int, ...]) -> None:
+        """Start pending job ``j`` on ``nodes`` (a policy decision, validated here)."""
+        job = self.jobs[j]
+        if self.state[j] != PENDING:
+            raise PolicyError(f"{self.policy.name}: cannot start job {job.job_id}: it is not pending")
+        try:
+            self.cluster.take(nodes, job.gpus)
+        except RuntimeError as err:
+            raise PolicyError(f"{self.policy.name}: cannot start job {job.job_id}: {err}") from None
+        now = self.now
+        self.state[j] = RUNNING
+        self._token[j] += 1
+        self.pending.discard(j)
+        self.running.add(j)
+        for n in nodes:
+            self.on_node[n].add(j)
+        self.nodes[j], self.started_at[j] = nodes, now
+        self.protected_until[j] = now + self.policy.protection_s(job)
+        self._log(Ev.START, job, nodes=nodes, overhead_s=self._overhead[j])
+        end = now + self._overhead[j] + self.remaining[j]
+        self._at(end, self._finish, j, self._token[j])
+        if now < self.protected_until[j] < end:
+            self._at(self.protected_until[j], self._touch)  # it may now be preempted
+        self.policy.on_start(j, now)
+
+    def expected_end(self, j: int) -> float:
+        """When running job ``j`` finishes if nothing interrupts it."""
+        return self.started_at[j] + self._overhead[j] + self.remaining[j]
+
+    def work_left(self, j: int) -> float:
+        """Seconds pending job ``j`` needs once started (restart overhead included)."""
+        return self._overhead[j] + self.remaining[j]
+
+    def protected(self, j: int) -> bool:
+        """True while the current attempt of job ``j`` may not be preempted."""
+        return self.now < self.protected_until[j]
+
+    def _finish(self, j: int, token: int) -> None:
+        if self._token[j] != token:
+            return
+        self._log(Ev.FINISH, self.jobs[j], nodes=self.nodes[j])
+        self.remaining[j] = 0.0
+        self._stop(j, DONE)
+
+    def preempt(self, j: int, by: int) -> None:
+        """Preempt running job ``j`` for job ``by`` (a policy decision, validated here)."""
+        job = self.jobs[j]
+        if self.state[j] != RUNNING:
+            raise PolicyError(f"{self.policy.name}: cannot preempt job {job.job_id}: it is not running")
+        if self.protected(j):
+            raise PolicyError(f"{self.policy.name}: cannot preempt job {job.job_id}: it is protected")
+        self.interrupt(j, Ev.PREEMPT, f"by={self.jobs[by].job_id}")
+
+    def interrupt(self, j: int, why: Ev, detail: str) -> None:
+        """Stop a running job early (preemption or failure): keep checkpointed work, requeue it."""
+        job = self.jobs[j]
+        done = min(max(0.0, self.now - self.started_at[j] - self._overhead[j]), self.remaining[j])
+        kept = kept_progress(done, job.checkpoint_s)
+        self._log(why, job, nodes=self.nodes[j], detail=detail, lost_s=done - kept)
+        self.remaining[j] -= kept
+        self._overhead[j] = self.restart_overhead_s
+        self._stop(j, PENDING)
+        self._log(Ev.REQUEUE, job)
+        if self._in_pass:
+            self._requeued.append(j)  # not restarted in the pass that preempted it
+        else:
+            self._enqueue(j)
+
+    def _stop(self, j: int, state: int) -> None:
+        self.state[j] = state
+        self._token[j] += 1
+        self.running.discard(j)
+        for n in self.nodes[j]:
+            self.on_node[n].discard(j)
+        self.cluster.give_back(self.nodes[j], self.jobs[j].gpus)
+        self.policy.on_stop(j, self.now)
+        self._touch()
+
+    def _log(self, event: Ev, job: Job, nodes: tuple[int, ...] = (), detail: str = "",
+             overhead_s: float = 0.0, lost_s: float = 0.0) -> None:
+        where = ",".join(map(str, nodes))
+        self.log.append(Event(self.now, event.value, job.job_id, job.held, where, detail, overhead_s, lost_s))

@@ -1,0 +1,101 @@
+"""Job records and the event log, the single source of truth (DESIGN.md section 6)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import NamedTuple
+
+import pandas as pd
+
+from .cluster import held_gpus, nodes_needed
+
+UNALLOCATED = -1  # leaf of a job no budget funds
+
+
+class Ev(StrEnum):
+    """Kinds of state change recorded in the event log."""
+
+    SUBMIT = "submit"
+    START = "start"
+    PREEMPT = "preempt"
+    REQUEUE = "requeue"
+    FINISH = "finish"
+    FAIL = "fail"
+    WITHDRAW = "withdraw"
+    NODE_DOWN = "node_down"
+    NODE_UP = "node_up"
+
+
+class Event(NamedTuple):
+    """One row of the event log.
+
+    ``gpus`` are the GPUs the job holds when running (whole nodes for multi-node gangs);
+    ``nodes`` is a comma-separated list; ``overhead_s`` is the restart overhead an attempt
+    pays (on ``start``); ``lost_s`` is the progress an attempt loses (on ``preempt``/``fail``).
+    """
+
+    t_s: float
+    event: str
+    job_id: str
+    gpus: int
+    nodes: str
+    detail: str
+    overhead_s: float
+    lost_s: float
+
+
+EVENT_COLUMNS = list(Event._fields)
+
+
+def events_frame(events: list[Event]) -> pd.DataFrame:
+    """The event log as a DataFrame with stable dtypes (also when empty)."""
+    frame = pd.DataFrame(events, columns=EVENT_COLUMNS)
+    return frame.astype(
+        {"t_s": float, "event": object, "job_id": object, "gpus": "int64", "nodes": object,
+         "detail": object, "overhead_s": float, "lost_s": float}
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A job as the engine and policies see it: the trace row plus derived placement facts."""
+
+    idx: int  # position in (submit_s, job_id) order; also the FIFO tie-break
+    job_id: str
+    submit_s: float
+    user: str
+    project: str
+    leaf: int  # budget-tree node the job is charged to, or UNALLOCATED
+    gpus: int  # requested
+    held: int  # held and charged (whole nodes for multi-node gangs)
+    n_nodes: int
+    duration_s: float
+    kind: str
+    min_runtime_s: float
+    priority: int
+    preemptible: bool
+    checkpoint_s: float
+    util: float
+    patience_s: float
+
+    @property
+    def funded(self) -> bool:
+        """True when a budget funds the job."""
+        return self.leaf != UNALLOCATED
+
+
+def jobs_from_trace(trace: pd.DataFrame, leaf_of: dict[str, int], gpus_per_node: int) -> list[Job]:
+    """Job records from a validated trace, in (submit_s, job_id) order."""
+    ordered = trace.sort_values(["submit_s", "job_id"], kind="stable")
+    cols = ["job_id", "submit_s", "user", "project", "gpus", "duration_s", "kind", "min_runtime_s",
+            "priority", "preemptible", "checkpoint_s", "util", "patience_s"]
+    jobs = []
+    for i, row in enumerate(ordered[cols].itertuples(index=False, name=None)):
+        job_id, submit, user, project, gpus, dur, kind, min_rt, prio, preempt, ckpt, util, patience = row
+        jobs.append(Job(
+            i, job_id, float(submit), user, project, leaf_of.get(project, UNALLOCATED), int(gpus),
+            held_gpus(int(gpus), gpus_per_node), nodes_needed(int(gpus), gpus_per_node), float(dur),
+            kind, float(min_rt), int(prio), bool(preempt), float(ckpt), float(util), float(patience),
+        ))
+    return jobs

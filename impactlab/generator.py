@@ -1,0 +1,244 @@
+"""A seeded, synthetic Ai2-like workload: an organisation with a budget tree and a trace.
+
+Calibration (DESIGN.md section 3, docs/calibration.md): each job kind gets a share of the
+funded GPU time and its own size and duration distributions; funded work is offered at
+``funded_load`` x capacity and the rest of ``demand`` is unallocated sweep work that only
+backfills. Arrivals follow diurnal and weekly cycles. The legacy-era habits (inflated
+priorities, long jobs opting out of preemption) are drawn into the same rows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .budgets import BudgetTree
+
+HOUR_S, DAY_S = 3600.0, 86_400.0
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """How one kind of job is drawn."""
+
+    gpus: tuple[int, ...]  # gang sizes (or, for pretrain, 1/x of the cluster)
+    gpu_p: tuple[float, ...]
+    median_s: float  # log-normal duration
+    sigma: float
+    min_s: float
+    max_s: float
+    min_runtime_s: float  # declared protection
+    checkpoint_s: float
+    util: float
+    patience_s: float  # median patience (log-normal, sigma 0.5); inf = never withdrawn
+    burst: float = 1.0  # mean jobs submitted together (evals after a checkpoint)
+
+
+INF = math.inf
+KINDS: dict[str, KindSpec] = {
+    "debug": KindSpec((1, 2, 4, 8), (0.5, 0.2, 0.15, 0.15), 10 * 60, 1.0, 60, 4 * HOUR_S,
+                      1800, INF, 0.3, 3 * HOUR_S),
+    "interactive": KindSpec((1, 2, 4, 8), (0.5, 0.25, 0.15, 0.1), 6 * HOUR_S, 0.8, 1800, 48 * HOUR_S,
+                            8 * HOUR_S, INF, 0.2, 3 * HOUR_S),
+    "eval": KindSpec((1, 2, 4, 8), (0.7, 0.1, 0.1, 0.1), 8 * 60, 0.8, 60, 1800,
+                     1800, INF, 0.6, DAY_S, burst=6.0),
+    "training": KindSpec((8, 16, 32, 64), (0.4, 0.3, 0.2, 0.1), 5 * HOUR_S, 0.9, HOUR_S, 24 * HOUR_S,
+                         6 * HOUR_S, 1800, 0.8, 2 * DAY_S),
+    "pretrain": KindSpec((16, 8, 4), (0.3, 0.45, 0.25), 24 * HOUR_S, 0.5, 4 * HOUR_S, 72 * HOUR_S,
+                         8 * HOUR_S, 3600, 0.9, INF),
+    "sweep": KindSpec((1, 2, 4, 8), (0.35, 0.25, 0.2, 0.2), 3 * HOUR_S, 0.8, 900, 24 * HOUR_S,
+                      HOUR_S, 1800, 0.7, 12 * HOUR_S),
+}
+
+#: Share of funded GPU time per kind (DESIGN.md targets: 2-5%, 2-10%, 20-40%, 50-70%).
+FUNDED_SHARES = {"debug": 0.02, "interactive": 0.015, "eval": 0.04, "training": 0.30, "pretrain": 0.625}
+
+#: Legacy-era priority levels (0 low .. 3 urgent): inflated towards the top.
+PRIORITY_P = (0.05, 0.25, 0.55, 0.15)
+
+
+@dataclass(frozen=True)
+class GeneratorConfig:
+    """Knobs of the synthetic workload."""
+
+    gpus: int = 256
+    days: float = 14.0
+    demand: float = 2.5  # offered GPU-hours per hour / capacity
+    funded_load: float = 0.8  # the funded part of the offered load
+    seed: int = 0
+    gpus_per_node: int = 8
+    users_per_1024_gpus: int = 150
+    pretrain_chain_mean: float = 4.0  # runs per pretraining campaign before it ends or is cancelled
+    opt_out_long: float = 0.85  # legacy: jobs over 8 h that refuse preemption
+    opt_out_short: float = 0.3
+    funded_shares: dict[str, float] = field(default_factory=lambda: dict(FUNDED_SHARES))
+
+    def __post_init__(self) -> None:
+        if self.gpus < self.gpus_per_node or self.gpus % self.gpus_per_node:
+            raise ValueError(f"gpus must be a positive multiple of {self.gpus_per_node}, got {self.gpus}")
+        if self.days <= 0:
+            raise ValueError(f"days must be positive, got {self.days}")
+        if not 0 < self.funded_load <= self.demand:
+            raise ValueError(f"need 0 < funded_load <= demand, got {self.funded_load}, {self.demand}")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A generated trace with the organisation that produced it."""
+
+    trace: pd.DataFrame
+    tree: BudgetTree
+    users: pd.DataFrame  # user -> project
+
+
+def generate(config: GeneratorConfig = GeneratorConfig()) -> Workload:
+    """Build the organisation and the trace for ``config``; same config, same rows."""
+    org_rng, time_rng, kind_rng, legacy_rng = (
+        np.random.default_rng(s) for s in np.random.SeedSequence(config.seed).spawn(4)
+    )
+    tree, users, weights = _organisation(config, org_rng)
+    horizon_s = config.days * DAY_S
+    funded_gpu_s = config.funded_load * config.gpus * horizon_s
+    parts = []
+    projects = np.array(sorted(weights))
+    project_p = np.array([weights[p] for p in projects])
+    for kind, share in config.funded_shares.items():
+        rows = _kind_jobs(kind, share * funded_gpu_s, config, kind_rng, time_rng)
+        rows["project"] = kind_rng.choice(projects, size=len(rows), p=project_p)
+        parts.append(rows)
+    sweeps = _kind_jobs("sweep", (config.demand - config.funded_load) * config.gpus * horizon_s,
+                        config, kind_rng, time_rng)
+    sweeps["project"] = ""
+    parts.append(sweeps)
+    trace = pd.concat(parts, ignore_index=True)
+    trace["user"] = _pick_users(trace["project"].to_numpy(), users, org_rng)
+    _legacy_habits(trace, config, legacy_rng)
+    return Workload(_finish(trace), tree, users)
+
+
+def _organisation(config: GeneratorConfig, rng: np.random.Generator) -> tuple[BudgetTree, pd.DataFrame, dict]:
+    """Programs -> projects -> users with Zipf-like shares; demand weights per project."""
+    n_users = max(8, round(config.users_per_1024_gpus * config.gpus / 1024))
+    n_projects = max(4, round(n_users / 4))
+    n_programs = max(2, round(math.sqrt(n_projects)))
+    shares = 100.0 / np.arange(1, n_projects + 1) ** 0.8
+    rng.shuffle(shares)
+    program_of = np.arange(n_projects) % n_programs
+    names = [f"p{i:02d}" for i in range(n_projects)]
+    spec = {"name": "root", "children": [
+        {"name": f"program{g}", "share": float(shares[program_of == g].sum()),
+         "children": [{"name": names[i], "share": round(float(shares[i]), 2)}
+                      for i in range(n_projects) if program_of[i] == g]}
+        for g in range(n_programs)]}
+    tree = BudgetTree.from_dict(spec)
+    # Demand does not follow shares exactly: some projects ask for more, some for less.
+    demand = shares * rng.lognormal(0.0, 0.5, n_projects)
+    weights = dict(zip(names, demand / demand.sum()))
+    user_project = rng.choice(names, size=n_users, p=shares / shares.sum())
+    user_project[:n_projects] = names  # every project has at least one user
+    users = pd.DataFrame({"user": [f"u{i:03d}" for i in range(n_users)], "project": user_project})
+    return tree, users, weights
+
+
+def _kind_jobs(kind: str, target_gpu_s: float, config: GeneratorConfig,
+               rng: np.random.Generator, time_rng: np.random.Generator) -> pd.DataFrame:
+    """Jobs of one kind whose GPU-seconds add up to ``target_gpu_s`` (the offered load)."""
+    spec = KINDS[kind]
+    sizes = _sizes(kind, spec, config)
+    mean_gpu_s = float(np.dot(sizes, spec.gpu_p)) * spec.median_s * math.exp(spec.sigma**2 / 2)
+    n = max(1, int(target_gpu_s / mean_gpu_s * 1.5) + 10)
+    gpus = rng.choice(sizes, size=n, p=spec.gpu_p)
+    dur = np.clip(rng.lognormal(math.log(spec.median_s), spec.sigma, n), spec.min_s, spec.max_s)
+    keep = int(np.searchsorted(np.cumsum(gpus * dur), target_gpu_s)) + 1
+    gpus, dur = gpus[:keep], dur[:keep]
+    if kind == "pretrain":
+        submit = _chains(dur, config, rng, time_rng)
+    else:
+        submit = _arrivals(len(dur), spec.burst, config.days, rng, time_rng)
+    return pd.DataFrame({"kind": "other" if kind == "sweep" else kind, "gpus": gpus, "duration_s": dur,
+                         "submit_s": submit, "spec": kind})
+
+
+def _sizes(kind: str, spec: KindSpec, config: GeneratorConfig) -> np.ndarray:
+    """Gang sizes scaled to the cluster: at most a quarter of it, whole nodes above one node."""
+    per, cap = config.gpus_per_node, max(config.gpus_per_node, config.gpus // 4 // 8 * 8)
+    if kind == "pretrain":
+        raw = [max(per, round(config.gpus / x / per) * per) for x in spec.gpus]
+    else:
+        raw = list(spec.gpus)
+    return np.minimum(np.array(raw), cap)
+
+
+def _intensity(days: float) -> np.ndarray:
+    """Relative arrival rate per hour: busy afternoons, quiet nights and weekends."""
+    hours = np.arange(math.ceil(days * 24))
+    hour_of_day, day = hours % 24, hours // 24
+    diurnal = 1.0 + 0.6 * np.sin(2 * np.pi * (hour_of_day - 9) / 24)
+    weekly = np.where(day % 7 >= 5, 0.5, 1.2)
+    rate = diurnal * weekly
+    return rate / rate.sum()
+
+
+def _arrivals(n: int, burst: float, days: float, rng: np.random.Generator,
+              time_rng: np.random.Generator) -> np.ndarray:
+    """Submit times for ``n`` jobs from the cyclic intensity; bursts share a time."""
+    n_bursts = max(1, math.ceil(n / burst))
+    p = _intensity(days)
+    hours = time_rng.choice(len(p), size=n_bursts, p=p)
+    starts = np.minimum((hours + time_rng.random(n_bursts)) * HOUR_S, days * DAY_S - 1)
+    which = np.sort(rng.integers(0, n_bursts, size=n)) if burst > 1 else np.arange(n)
+    return np.round(starts[which], 1)
+
+
+def _chains(dur: np.ndarray, config: GeneratorConfig, rng: np.random.Generator,
+            time_rng: np.random.Generator) -> np.ndarray:
+    """Pretraining runs in campaigns: each run is submitted when the previous should end."""
+    horizon_s = config.days * DAY_S
+    submit = np.empty(len(dur))
+    k = 0
+    while k < len(dur):
+        runs = min(len(dur) - k, int(rng.geometric(1.0 / config.pretrain_chain_mean)))
+        t = float(time_rng.uniform(-2 * DAY_S, horizon_s))  # campaigns may have begun before day 0
+        for i in range(k, k + runs):
+            submit[i] = t
+            t += dur[i] + rng.uniform(0.5, 2.0) * HOUR_S
+        k += runs
+    # A run drawn before day 0 is submitted at 0 (the campaign is already under way).
+    return np.round(np.clip(np.where(submit < horizon_s, submit, time_rng.uniform(0, horizon_s, len(dur))),
+                            0, horizon_s - 1), 1)
+
+
+def _pick_users(projects: np.ndarray, users: pd.DataFrame, rng: np.random.Generator) -> np.ndarray:
+    """A user of the job's project (any user for unallocated work)."""
+    members = users.groupby("project")["user"].apply(list).to_dict()
+    everyone = users["user"].tolist()
+    return np.array([members.get(p, everyone)[rng.integers(len(members.get(p, everyone)))] for p in projects])
+
+
+def _legacy_habits(trace: pd.DataFrame, config: GeneratorConfig, rng: np.random.Generator) -> None:
+    """Inflated priorities and opt-outs of preemption, as users behaved under the old system."""
+    n = len(trace)
+    trace["priority"] = rng.choice(len(PRIORITY_P), size=n, p=PRIORITY_P)
+    long = trace["duration_s"].to_numpy() > 8 * HOUR_S
+    opt_out = rng.random(n) < np.where(long, config.opt_out_long, config.opt_out_short)
+    trace["preemptible"] = ~opt_out
+    spec = trace["spec"].map(KINDS)
+    trace["min_runtime_s"] = [s.min_runtime_s for s in spec]
+    trace["checkpoint_s"] = [s.checkpoint_s for s in spec]
+    base_util = np.array([s.util for s in spec])
+    trace["util"] = np.round(np.clip(base_util + rng.normal(0, 0.05, n), 0.05, 1.0), 3)
+    median = np.array([s.patience_s for s in spec])
+    trace["patience_s"] = np.round(median * rng.lognormal(0.0, 0.5, n), 0)
+
+
+def _finish(trace: pd.DataFrame) -> pd.DataFrame:
+    """Order by submit time, name the jobs, keep the schema's columns."""
+    trace = trace.sort_values(["submit_s", "spec", "duration_s"], kind="stable").reset_index(drop=True)
+    trace["job_id"] = [f"j{i:06d}" for i in range(len(trace))]
+    trace["duration_s"] = trace["duration_s"].round(0)
+    cols = ["job_id", "submit_s", "user", "project", "gpus", "duration_s", "kind", "min_runtime_s",
+            "priority", "preemptible", "checkpoint_s", "util", "patience_s"]
+    return trace[cols]

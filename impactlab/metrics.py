@@ -1,0 +1,233 @@
+"""Metrics derived from the event log and the inputs (DESIGN.md section 7).
+
+Everything here is vectorised over the log; nothing is counted inside the simulator.
+Time-integrals are clipped to the reporting window [t0, t1].
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .budgets import BudgetTree
+from .cluster import held_gpus
+
+END_EVENTS = ("preempt", "finish", "fail")
+SIZE_BUCKETS = ((1, 1, "1"), (2, 8, "2-8"), (9, 64, "9-64"), (65, 1 << 30, "65+"))
+
+
+@dataclass(frozen=True)
+class Window:
+    """The reporting window and the cluster it is measured on."""
+
+    t0: float
+    t1: float
+    capacity: int
+
+    @property
+    def span_s(self) -> float:
+        """Length of the window."""
+        return self.t1 - self.t0
+
+
+def attempts(events: pd.DataFrame, horizon_s: float) -> pd.DataFrame:
+    """One row per run attempt: job, GPUs, start, end (horizon if still running), how it ended,
+    the restart overhead it paid and the progress it lost."""
+    starts = events[events["event"] == "start"]
+    ends = events[events["event"].isin(END_EVENTS)]
+    left = pd.DataFrame({"job_id": starts["job_id"].to_numpy(), "n": starts.groupby("job_id").cumcount().to_numpy(),
+                         "gpus": starts["gpus"].to_numpy(), "start_s": starts["t_s"].to_numpy(),
+                         "overhead_s": starts["overhead_s"].to_numpy()})
+    right = pd.DataFrame({"job_id": ends["job_id"].to_numpy(), "n": ends.groupby("job_id").cumcount().to_numpy(),
+                          "end_s": ends["t_s"].to_numpy(), "ended_by": ends["event"].to_numpy(),
+                          "lost_s": ends["lost_s"].to_numpy()})
+    out = left.merge(right, on=["job_id", "n"], how="left")
+    out["end_s"] = out["end_s"].fillna(horizon_s)
+    out["ended_by"] = out["ended_by"].fillna("running")
+    out["lost_s"] = out["lost_s"].fillna(0.0)
+    return out
+
+
+def job_table(events: pd.DataFrame, trace: pd.DataFrame, horizon_s: float) -> pd.DataFrame:
+    """Per-job outcome: first start, end, state, first-start wait, total queued time, attempts,
+    preemptions, failures, lost and overhead seconds. Jobs never started count their wait so far."""
+    submitted = trace[trace["submit_s"] < horizon_s]
+    att = attempts(events, horizon_s)
+    att["ran_s"] = att["end_s"] - att["start_s"]
+    per_attempt = att.groupby("job_id").agg(
+        first_start_s=("start_s", "min"), attempts=("start_s", "size"), ran_s=("ran_s", "sum"),
+        lost_s=("lost_s", "sum"), overhead_s=("overhead_s", "sum"))
+    counts = events.pivot_table(index="job_id", columns="event", values="t_s", aggfunc="size", fill_value=0)
+    last = events[events["event"].isin(["finish", "withdraw"])].set_index("job_id")
+    out = submitted[["job_id", "submit_s", "user", "project", "kind", "gpus", "util"]].set_index("job_id")
+    out = out.join(per_attempt)
+    out["attempts"] = out["attempts"].fillna(0).astype(int)
+    for col in ("ran_s", "lost_s", "overhead_s"):
+        out[col] = out[col].fillna(0.0)
+    for ev in ("preempt", "fail"):
+        out[f"{ev}s"] = counts[ev].reindex(out.index).fillna(0).astype(int) if ev in counts else 0
+    out["end_s"] = last["t_s"].reindex(out.index)
+    out["state"] = last["event"].reindex(out.index).map({"finish": "finished", "withdraw": "withdrawn"})
+    running = out["state"].isna() & (out["attempts"] > 0) & _running_at_end(att, out.index)
+    out["state"] = out["state"].fillna(pd.Series(np.where(running, "running", "queued"), index=out.index))
+    stop = out["end_s"].fillna(horizon_s)
+    out["wait_s"] = out["first_start_s"].fillna(stop) - out["submit_s"]
+    out["queued_s"] = stop - out["submit_s"] - out["ran_s"]
+    return out.reset_index()
+
+
+def _running_at_end(att: pd.DataFrame, index: pd.Index) -> pd.Series:
+    open_attempt = att.groupby("job_id")["ended_by"].last() == "running"
+    return open_attempt.reindex(index).fillna(False).astype(bool)
+
+
+def clipped(start: np.ndarray, end: np.ndarray, window: Window) -> np.ndarray:
+    """Seconds of each [start, end) interval inside the window."""
+    return np.clip(np.minimum(end, window.t1) - np.maximum(start, window.t0), 0.0, None)
+
+
+def healthy_gpu_s(events: pd.DataFrame, window: Window, gpus_per_node: int) -> float:
+    """Integral of healthy capacity A(t) over the window (nodes down are not available)."""
+    t, a = capacity_steps(events, window.capacity, gpus_per_node)
+    seg_end = np.append(t[1:], np.inf)
+    return float((a * clipped(t, seg_end, window)).sum())
+
+
+def capacity_steps(events: pd.DataFrame, capacity: int, gpus_per_node: int) -> tuple[np.ndarray, np.ndarray]:
+    """Healthy GPUs as a step function: change times and the value from each time on."""
+    nodes = events[events["event"].isin(["node_down", "node_up"])]
+    delta = np.where(nodes["event"] == "node_down", -gpus_per_node, gpus_per_node)
+    t = np.concatenate([[0.0], nodes["t_s"].to_numpy()])
+    return t, capacity + np.concatenate([[0], np.cumsum(delta)])
+
+
+def demand_steps(jobs: pd.DataFrame, leaf_of: dict[str, int], n_nodes: int, gpus_per_node: int,
+                 window: Window) -> tuple[np.ndarray, np.ndarray]:
+    """GPUs wanted (pending or running) per budget node at each change time; [T], [T, nodes].
+
+    A job wants its held GPUs from submit until it finishes or is withdrawn."""
+    funded = jobs[jobs["project"].map(leaf_of).notna()]
+    leaf = funded["project"].map(leaf_of).to_numpy(int)
+    held = np.array([held_gpus(int(g), gpus_per_node) for g in funded["gpus"]], dtype=float)
+    stop = funded["end_s"].fillna(window.t1).to_numpy()
+    times = np.concatenate([funded["submit_s"].to_numpy(), stop])
+    cols = np.concatenate([leaf, leaf])
+    deltas = np.concatenate([held, -held])
+    order = np.argsort(times, kind="stable")
+    grid = np.zeros((len(times) + 1, n_nodes))
+    grid[np.arange(1, len(times) + 1), cols[order]] = deltas[order]
+    return np.concatenate([[0.0], times[order]]), np.cumsum(grid, axis=0)
+
+
+def owed_and_delivered(events: pd.DataFrame, jobs: pd.DataFrame, att: pd.DataFrame, tree: BudgetTree,
+                       window: Window, gpus_per_node: int) -> pd.DataFrame:
+    """Per budget node: entitlement, owed and delivered GPU-seconds over the window."""
+    t_d, demand = demand_steps(jobs, tree.leaf_of, tree.size, gpus_per_node, window)
+    t_c, cap = capacity_steps(events, window.capacity, gpus_per_node)
+    times = np.union1d(t_d, t_c)
+    d = demand[np.searchsorted(t_d, times, side="right") - 1]
+    a = cap[np.searchsorted(t_c, times, side="right") - 1].astype(float)
+    dur = clipped(times, np.append(times[1:], np.inf), window)
+    rates = tree.owed_rates(a, d)
+    owed = (rates * dur[:, None]).sum(axis=0)
+    project_of = jobs.set_index("job_id")["project"]
+    att_leaf = att["job_id"].map(project_of).map(tree.leaf_of)
+    funded = att_leaf.notna().to_numpy()
+    gpu_s = att["gpus"].to_numpy() * clipped(att["start_s"].to_numpy(), att["end_s"].to_numpy(), window)
+    per_leaf = np.bincount(att_leaf[funded].astype(int), weights=gpu_s[funded], minlength=tree.size)
+    delivered = tree.subtree_sum(per_leaf)
+    entitled = tree.fraction * float((a * dur).sum())
+    return pd.DataFrame({"node": list(tree.names), "leaf": [i in set(tree.leaves) for i in range(tree.size)],
+                         "fraction": tree.fraction, "entitled_gpu_s": entitled, "owed_gpu_s": owed,
+                         "delivered_gpu_s": delivered})
+
+
+def percentiles(values: pd.Series) -> dict[str, float | int | None]:
+    """p50/p90/p99 and count of a sample (None when empty)."""
+    if len(values) == 0:
+        return {"p50": None, "p90": None, "p99": None, "n": 0}
+    p50, p90, p99 = np.percentile(values.to_numpy(dtype=float), [50, 90, 99])
+    return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "n": int(len(values))}
+
+
+def size_bucket(gpus: pd.Series) -> pd.Series:
+    """Gang-size bucket labels: 1, 2-8, 9-64, 65+."""
+    labels = pd.Series("", index=gpus.index, dtype=object)
+    for lo, hi, name in SIZE_BUCKETS:
+        labels[(gpus >= lo) & (gpus <= hi)] = name
+    return labels
+
+
+def wait_stats(table: pd.DataFrame, window: Window) -> tuple[dict[str, object], dict[str, object]]:
+    """First-start waits of jobs submitted in the window: overall, by kind and by size bucket."""
+    inside = table[(table["submit_s"] >= window.t0) & (table["submit_s"] < window.t1)]
+    by_kind = {k: percentiles(g["wait_s"]) for k, g in inside.groupby("kind", sort=True)}
+    by_size = {b: percentiles(g["wait_s"]) for b, g in inside.groupby(size_bucket(inside["gpus"]), sort=False)}
+    return {"all": percentiles(inside["wait_s"]), **by_kind}, by_size
+
+
+def jain(x: np.ndarray) -> float:
+    """Jain's fairness index: 1 when all equal, 1/n when one takes everything."""
+    x = np.asarray(x, dtype=float)
+    if len(x) == 0 or not (x**2).sum():
+        return 1.0
+    return float(x.sum() ** 2 / (len(x) * (x**2).sum()))
+
+
+def summarise(events: pd.DataFrame, trace: pd.DataFrame, tree: BudgetTree, window: Window,
+              gpus_per_node: int, horizon_s: float) -> tuple[dict[str, object], pd.DataFrame, pd.DataFrame]:
+    """The run's headline metrics, its per-job table and its per-budget-node table."""
+    table = job_table(events, trace, horizon_s)
+    att = attempts(events, horizon_s)
+    healthy = healthy_gpu_s(events, window, gpus_per_node)
+    held_s = att["gpus"].to_numpy() * clipped(att["start_s"].to_numpy(), att["end_s"].to_numpy(), window)
+    project_of = table.set_index("job_id")["project"]
+    funded = att["job_id"].map(project_of).map(tree.leaf_of).notna().to_numpy()
+    budget = owed_and_delivered(events, table, att, tree, window, gpus_per_node)
+    leaves = budget[budget["leaf"]]
+    owed = leaves["owed_gpu_s"].to_numpy()
+    got = np.minimum(leaves["delivered_gpu_s"].to_numpy(), owed)
+    waits, by_size = wait_stats(table, window)
+    preempts = events[(events["event"] == "preempt") & (events["t_s"] >= window.t0) & (events["t_s"] < window.t1)]
+    restarts = events[(events["event"] == "start") & (events["t_s"] >= window.t0) & (events["t_s"] < window.t1)]
+    lost_gpu_s = (preempts["lost_s"] * preempts["gpus"]).sum() + (restarts["overhead_s"] * restarts["gpus"]).sum()
+    strict = np.minimum(leaves["delivered_gpu_s"], leaves["entitled_gpu_s"]).sum() / leaves["entitled_gpu_s"].sum()
+    summary = {
+        "jobs": int(len(table)),
+        "availability": healthy / (window.capacity * window.span_s),
+        "occupancy": held_s.sum() / healthy,
+        "occupancy_funded": held_s[funded].sum() / healthy,
+        "occupancy_unallocated": held_s[~funded].sum() / healthy,
+        "utilization": _useful_gpu_s(att, table, window) / healthy,
+        "impact": float(got.sum() / owed.sum()) if owed.sum() else 1.0,
+        "impact_strict": float(strict),
+        "unallocated_share": held_s[~funded].sum() / held_s.sum() if held_s.sum() else 0.0,
+        "preemptions": int(len(preempts)),
+        "lost_gpu_hours": float(lost_gpu_s) / 3600.0,
+        "jain": jain(got[owed > 0] / owed[owed > 0]),
+        "requested_ratio": _requested_ratio(table, window, gpus_per_node),
+        "withdrawn": int((table["state"] == "withdrawn").sum()),
+        "wait_s": waits,
+        "wait_by_size_s": by_size,
+    }
+    return {k: (float(v) if isinstance(v, np.floating) else v) for k, v in summary.items()}, table, budget
+
+
+def _useful_gpu_s(att: pd.DataFrame, table: pd.DataFrame, window: Window) -> float:
+    """GPU-seconds of real progress: no restart overhead, no lost work, scaled by util."""
+    info = table.set_index("job_id")
+    util = att["job_id"].map(info["util"])
+    gpus = att["job_id"].map(info["gpus"]).to_numpy()
+    start = att["start_s"].to_numpy() + att["overhead_s"].to_numpy()
+    end = att["end_s"].to_numpy() - att["lost_s"].to_numpy()
+    return float((clipped(start, end, window) * gpus * util.to_numpy()).sum())
+
+
+def _requested_ratio(table: pd.DataFrame, window: Window, gpus_per_node: int) -> float:
+    """Time-averaged GPUs wanted by queued + running jobs / capacity (policy-dependent)."""
+    held = np.array([held_gpus(int(g), gpus_per_node) for g in table["gpus"]], dtype=float)
+    start = table["submit_s"].to_numpy()
+    stop = table["end_s"].fillna(window.t1).to_numpy()
+    return float((held * clipped(start, stop, window)).sum() / (window.capacity * window.span_s))

@@ -1,0 +1,115 @@
+"""The policy protocol: policies decide, the engine acts (DESIGN.md section 5).
+
+A policy is a small dataclass whose fields are its knobs. The engine calls it:
+
+* ``setup(ctx)`` once, with the static facts of the run (jobs, budget tree, cluster shape);
+* ``enqueue(j, now)`` when job ``j`` becomes pending (submitted, or requeued after a
+  preemption or failure), ``dequeue(j, now)`` when a pending job is withdrawn;
+* ``on_start(j, now)`` / ``on_stop(j, now)`` when a job starts or stops running, whoever
+  decided it (for usage accounting);
+* ``schedule(now, sched)`` whenever something changed. The pass reads the current state from
+  ``sched`` and makes decisions with ``sched.start(j, nodes)`` and ``sched.preempt(j, by)``. The
+  engine validates every decision, applies it at once (so the next read sees it) and raises
+  ``PolicyError`` on an impossible one. A policy never mutates engine state otherwise.
+* ``protection_s(job)`` is the contract: for how long after an attempt starts the job may not
+  be preempted. The engine enforces it.
+
+To add a policy, write one file with a class like this and add it to ``REGISTRY`` in
+``impactlab/policies/__init__.py``; the invariant tests then cover it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Protocol
+
+from ..budgets import BudgetTree
+from ..cluster import Cluster
+from ..events import Job
+
+class PolicyError(RuntimeError):
+    """A policy asked for something impossible (a bug in the policy)."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """Static facts of a run, handed to ``Policy.setup``."""
+
+    jobs: Sequence[Job]
+    tree: BudgetTree
+    capacity: int
+    gpus_per_node: int
+
+
+class Scheduler(Protocol):
+    """What a scheduling pass may read and do (implemented by the engine)."""
+
+    now: float
+    jobs: Sequence[Job]
+    cluster: Cluster  # read only: free GPUs per node and best-fit placement
+    pending: set[int]
+    running: set[int]
+    on_node: list[set[int]]  # running jobs per node
+    nodes: list[tuple[int, ...]]  # nodes of each running job
+    started_at: list[float]
+    protected_until: list[float]
+
+    def protected(self, j: int) -> bool:
+        """True while job ``j``'s current attempt is protected from preemption."""
+
+    def expected_end(self, j: int) -> float:
+        """When running job ``j`` will finish if nothing interrupts it."""
+
+    def work_left(self, j: int) -> float:
+        """Seconds pending job ``j`` needs once started (restart overhead included)."""
+
+    def start(self, j: int, nodes: tuple[int, ...]) -> None:
+        """Start pending job ``j`` on ``nodes``."""
+
+    def preempt(self, j: int, by: int) -> None:
+        """Preempt running job ``j`` to make room for job ``by``; it is requeued."""
+
+    def wake_at(self, t: float) -> None:
+        """Ask for a scheduling pass at time ``t`` even if nothing else happens."""
+
+
+class Policy(Protocol):
+    """The protocol every policy implements (see the module docstring)."""
+
+    name: ClassVar[str]
+
+    def setup(self, ctx: Context) -> None: ...
+    def protection_s(self, job: Job) -> float: ...
+    def enqueue(self, j: int, now: float) -> None: ...
+    def dequeue(self, j: int, now: float) -> None: ...
+    def on_start(self, j: int, now: float) -> None: ...
+    def on_stop(self, j: int, now: float) -> None: ...
+    def schedule(self, now: float, sched: Scheduler) -> None: ...
+
+
+class BasePolicy:
+    """Do-nothing defaults for the optional hooks."""
+
+    name: ClassVar[str] = "base"
+    ctx: Context
+
+    def setup(self, ctx: Context) -> None:
+        """Remember the run's static facts."""
+        self.ctx = ctx
+
+    def protection_s(self, job: Job) -> float:
+        """No protection contract by default."""
+        return 0.0
+
+    def enqueue(self, j: int, now: float) -> None:
+        """Ignore: the pass can read ``sched.pending``."""
+
+    def dequeue(self, j: int, now: float) -> None:
+        """Ignore: the pass can read ``sched.pending``."""
+
+    def on_start(self, j: int, now: float) -> None:
+        """Ignore."""
+
+    def on_stop(self, j: int, now: float) -> None:
+        """Ignore."""

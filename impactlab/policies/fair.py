@@ -1,0 +1,100 @@
+"""Fair Tree ordering shared by ``fairshare`` and ``impactful`` (DESIGN.md section 5).
+
+Leaves are ranked by Slurm's Fair Tree over charged usage. As in Slurm (PriorityCalcPeriod),
+the ranking is refreshed at most every ``refresh_s`` seconds, at the first pass after that
+period, so a pass ranks a handful of leaves instead of sorting pending jobs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..events import UNALLOCATED, Job
+from ..usage import DecayedUsage, WindowUsage
+from .base import Context, Scheduler
+from .queues import SizeQueues, drain, queue_for
+
+BOOSTED_KINDS = frozenset({"debug", "interactive"})
+
+
+class FairTree:
+    """Charged usage, current allocation and the Fair Tree rank of every leaf."""
+
+    def __init__(self, ctx: Context, window_s: float, half_life_s: float | None, refresh_s: float):
+        self.tree, self.capacity, self.refresh_s = ctx.tree, ctx.capacity, refresh_s
+        size = ctx.tree.size
+        if half_life_s is None:
+            self.meter: WindowUsage | DecayedUsage = WindowUsage(size, window_s)
+            self.norm_s = window_s
+        else:
+            self.meter = DecayedUsage(size, half_life_s)
+            self.norm_s = half_life_s / np.log(2)  # the decayed integral of a constant rate
+        self.alloc = np.zeros(size)  # funded GPUs held now, per node (subtree sums)
+        self.usage = np.zeros(size)  # charged GPU-seconds per node at the last refresh
+        self.fraction = ctx.tree.fraction
+        self.paths = {leaf: ctx.tree.path(leaf) for leaf in ctx.tree.leaves}
+        self.order: list[int] = list(ctx.tree.leaves)
+        self.next_refresh = 0.0
+
+    def charge(self, job: Job, now: float, sign: int) -> None:
+        """A funded job starts (+1) or stops (-1) holding its GPUs."""
+        self.meter.change(job.leaf, now, sign * job.held)
+        for node in self.paths[job.leaf]:
+            self.alloc[node] += sign * job.held
+
+    def refresh(self, now: float) -> None:
+        """Recompute usage and the leaf ranking if the refresh period has passed."""
+        if now < self.next_refresh:
+            return
+        self.next_refresh = now + self.refresh_s
+        self.usage = self.tree.subtree_sum(self.meter.usage(now))
+        self.order = self.tree.fair_tree_order(self.usage)
+
+    def served(self, node: int, alloc_delta: float = 0.0) -> float:
+        """How well served a node is: (usage share of the window + allocation share) / entitlement."""
+        used = self.usage[node] / (self.capacity * self.norm_s)
+        held = (self.alloc[node] + alloc_delta) / self.capacity
+        return (used + held) / self.fraction[node]
+
+    def split(self, a: int, b: int) -> tuple[int, int] | None:
+        """The children of the lowest common ancestor of leaves ``a`` and ``b`` on each side."""
+        pa, pb = self.paths[a], self.paths[b]
+        for x, y in zip(pa, pb):
+            if x != y:
+                return x, y
+        return None  # same leaf
+
+
+class FairQueues:
+    """Pending jobs in lanes: funded per leaf, then unallocated; optionally debug first."""
+
+    def __init__(self, jobs: list[Job] | tuple[Job, ...], boost: bool):
+        self.jobs, self.boost = jobs, boost
+        self.queues: dict[tuple[bool, int], SizeQueues] = {}
+
+    def _lane(self, j: int) -> tuple[bool, int]:
+        job = self.jobs[j]
+        return (self.boost and job.kind in BOOSTED_KINDS, job.leaf)
+
+    def add(self, j: int) -> None:
+        """Job ``j`` joins its lane, in FIFO (submit, id) order."""
+        queue_for(self.queues, self._lane(j)).push(j, self.jobs[j].gpus, (j,))  # type: ignore[arg-type]
+
+    def remove(self, j: int) -> None:
+        """Job ``j`` leaves the queue without starting."""
+        self.queues[self._lane(j)].discard(j)
+
+    def run(self, fair: FairTree, sched: Scheduler, make_room: Callable[[int], bool] | None) -> None:
+        """One pass: funded lanes by Fair Tree rank (preempting if allowed), then unallocated."""
+        lanes = (True, False) if self.boost else (False,)
+        for boosted in lanes:
+            for leaf in fair.order:
+                queue = self.queues.get((boosted, leaf))
+                if queue:
+                    drain(queue, sched, make_room)
+        for boosted in lanes:
+            queue = self.queues.get((boosted, UNALLOCATED))
+            if queue:
+                drain(queue, sched, None)

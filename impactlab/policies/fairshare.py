@@ -1,0 +1,49 @@
+"""``fairshare``: Slurm-style Fair Tree on decayed usage, no preemption."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from .base import BasePolicy, Context, Scheduler
+from .fair import FairQueues, FairTree
+
+DAY_S = 86_400.0
+
+
+@dataclass
+class FairShare(BasePolicy):
+    """Funded jobs ranked by Fair Tree over usage decayed with a half-life; then unallocated."""
+
+    name: ClassVar[str] = "fairshare"
+    half_life_days: float = 7.0
+    refresh_s: float = 300.0
+
+    def setup(self, ctx: Context) -> None:
+        """Build the fair-share state and the queues."""
+        super().setup(ctx)
+        self.fair = FairTree(ctx, 7 * DAY_S, self.half_life_days * DAY_S, self.refresh_s)
+        self.queues = FairQueues(ctx.jobs, boost=False)  # type: ignore[arg-type]
+
+    def enqueue(self, j: int, now: float) -> None:
+        """A pending job joins its leaf's queue."""
+        self.queues.add(j)
+
+    def dequeue(self, j: int, now: float) -> None:
+        """A withdrawn job leaves its queue."""
+        self.queues.remove(j)
+
+    def on_start(self, j: int, now: float) -> None:
+        """Charge a funded job's budget from now on."""
+        if self.ctx.jobs[j].funded:
+            self.fair.charge(self.ctx.jobs[j], now, +1)
+
+    def on_stop(self, j: int, now: float) -> None:
+        """Stop charging."""
+        if self.ctx.jobs[j].funded:
+            self.fair.charge(self.ctx.jobs[j], now, -1)
+
+    def schedule(self, now: float, sched: Scheduler) -> None:
+        """Start what fits, best-ranked leaf first; never preempt."""
+        self.fair.refresh(now)
+        self.queues.run(self.fair, sched, None)
