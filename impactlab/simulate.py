@@ -18,7 +18,7 @@ from .engine import Engine
 from .events import events_frame, jobs_from_trace
 from .generator import generate
 from .metrics import Window, summarise
-from .policies import make_policy
+from .policies import Policy, make_policy
 from .trace import TraceError, validate_trace
 
 log = logging.getLogger(__name__)
@@ -74,8 +74,12 @@ class SimResult:
 
 
 def simulate(config: SimConfig = SimConfig(), trace: pd.DataFrame | None = None,
-             budgets: BudgetTree | None = None) -> SimResult:
-    """Replay a trace (or the synthetic workload of ``config``) under ``config.policy``."""
+             budgets: BudgetTree | None = None, policy: Policy | None = None) -> SimResult:
+    """Replay a trace (or the synthetic workload of ``config``) under ``config.policy``.
+
+    ``policy`` overrides the registered policy with an instance (a researcher's draft, or a
+    test oracle); ``config.policy`` then only names the run.
+    """
     if trace is None:
         workload = generate(config.generator())
         trace, tree = workload.trace, budgets or workload.tree
@@ -87,7 +91,7 @@ def simulate(config: SimConfig = SimConfig(), trace: pd.DataFrame | None = None,
         row = int(too_big.to_numpy().argmax())
         raise TraceError("trace", row, "gpus", f"job larger than the cluster ({config.gpus} GPUs)")
     jobs = jobs_from_trace(trace, tree.leaf_of, config.gpus_per_node)
-    policy = make_policy(config.policy, **config.policy_knobs)
+    policy = policy or make_policy(config.policy, **config.policy_knobs)
     engine = Engine(jobs, tree, Cluster(config.nodes, config.gpus_per_node), policy,
                     config.restart_overhead_s, config.horizon_s)
     began = time.perf_counter()
