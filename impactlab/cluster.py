@@ -32,10 +32,19 @@ class Cluster:
         self.free_total = self.capacity
         self.by_free: list[set[int]] = [set() for _ in range(gpus_per_node + 1)]
         self.by_free[gpus_per_node].update(range(nodes))
+        self._largest = -1  # cache of largest_fit(); -1 = stale
+        # GPUs per node held by jobs that may not be preempted now, and nodes per shield level:
+        # a cheap necessary test before any search for preemption victims.
+        self.shielded = [0] * nodes
+        self.by_shield = [nodes] + [0] * gpus_per_node
 
-    def fits_now(self, gpus: int) -> bool:
-        """True if a gang of ``gpus`` can be placed right now."""
-        return self.best_fit(gpus) is not None
+    def largest_fit(self) -> int:
+        """The largest gang that could be placed right now (0 if none); cached until a change."""
+        if self._largest < 0:
+            per = self.gpus_per_node
+            whole = len(self.by_free[per])
+            self._largest = whole * per if whole > 1 else next((k for k in range(per, 0, -1) if self.by_free[k]), 0)
+        return self._largest
 
     def best_fit(self, gpus: int) -> tuple[int, ...] | None:
         """Nodes for a gang: the fullest node that fits, or the lowest-numbered whole free nodes."""
@@ -54,8 +63,10 @@ class Cluster:
         return tuple(sorted(heapq.nsmallest(need, whole)))
 
     def take(self, nodes: tuple[int, ...], gpus: int) -> None:
-        """Allocate a gang on ``nodes``; raises if they do not have room."""
-        per_node = self._per_node(nodes, gpus)
+        """Allocate a gang on ``nodes``; raises if the placement is malformed or has no room."""
+        if len(nodes) != nodes_needed(gpus, self.gpus_per_node) or len(set(nodes)) != len(nodes):
+            raise RuntimeError(f"a {gpus}-GPU gang cannot be placed on nodes {nodes}")
+        per_node = self._per_node(gpus)
         for n in nodes:
             if self.free[n] < per_node:
                 raise RuntimeError(f"node {n} has {self.free[n]} free GPUs, cannot take {per_node}")
@@ -64,14 +75,26 @@ class Cluster:
 
     def give_back(self, nodes: tuple[int, ...], gpus: int) -> None:
         """Release a gang previously taken on ``nodes``."""
-        per_node = self._per_node(nodes, gpus)
+        per_node = self._per_node(gpus)
         for n in nodes:
             self._set(n, self.free[n] + per_node)
 
-    def _per_node(self, nodes: tuple[int, ...], gpus: int) -> int:
-        if len(nodes) != nodes_needed(gpus, self.gpus_per_node) or len(set(nodes)) != len(nodes):
-            raise RuntimeError(f"a {gpus}-GPU gang cannot be placed on nodes {nodes}")
-        return gpus if len(nodes) == 1 and gpus <= self.gpus_per_node else self.gpus_per_node
+    def shield(self, nodes: tuple[int, ...], gpus: int, sign: int) -> None:
+        """Mark a gang's GPUs as protected from preemption (+1) or no longer (-1)."""
+        per_node = self._per_node(gpus)
+        for n in nodes:
+            self.by_shield[self.shielded[n]] -= 1
+            self.shielded[n] += sign * per_node
+            self.by_shield[self.shielded[n]] += 1
+
+    def could_free(self, gpus: int) -> bool:
+        """False when no choice of unprotected victims can make room for a gang of ``gpus``."""
+        if gpus <= self.gpus_per_node:
+            return any(self.by_shield[: self.gpus_per_node - gpus + 1])
+        return self.by_shield[0] >= nodes_needed(gpus, self.gpus_per_node)
+
+    def _per_node(self, gpus: int) -> int:
+        return gpus if gpus <= self.gpus_per_node else self.gpus_per_node
 
     def _set(self, node: int, free: int) -> None:
         old = self.free[node]
@@ -79,6 +102,7 @@ class Cluster:
         self.by_free[free].add(node)
         self.free[node] = free
         self.free_total += free - old
+        self._largest = -1
 
 
 def best_fit_on(free: list[int], gpus: int, gpus_per_node: int) -> tuple[int, ...] | None:

@@ -44,6 +44,7 @@ class Engine:
         horizon_s: float,
     ):
         self.env = simpy.Environment()
+        self.now = 0.0  # simulated seconds; set from the clock as each event fires
         self.jobs, self.cluster, self.policy = jobs, cluster, policy
         self.restart_overhead_s, self.horizon_s = restart_overhead_s, horizon_s
         n = len(jobs)
@@ -53,8 +54,13 @@ class Engine:
         self.protected_until = [0.0] * n
         self.nodes: list[tuple[int, ...]] = [()] * n
         self._overhead = [0.0] * n  # paid by the current attempt, or due on the next start
+        # Protection as events see it: set at start, cleared when the protection timer fires,
+        # so that it changes only with an event (and counted in cluster.shielded).
+        self.shielded = [False] * n
         self._token = [0] * n  # bumped on every state change; stale timers compare it
         self.pending: set[int] = set()
+        self.fresh: set[int] = set()  # started in the current pass: not preempted in it
+        self.epoch = 0  # bumped whenever GPUs are freed or protection ends (room may appear)
         self.running: set[int] = set()
         self.on_node: list[set[int]] = [set() for _ in range(cluster.nodes)]
         self.log: list[Event] = []
@@ -62,12 +68,7 @@ class Engine:
         self._in_pass = False
         self._requeued: list[int] = []
         self._wakes: set[float] = set()
-        policy.setup(Context(jobs, tree, cluster.capacity, cluster.gpus_per_node))
-
-    @property
-    def now(self) -> float:
-        """Simulated time in seconds."""
-        return self.env.now
+        policy.setup(Context(jobs, tree, cluster.capacity, cluster.gpus_per_node, self))
 
     def run(self) -> list[Event]:
         """Run to the horizon and return the event log."""
@@ -79,8 +80,13 @@ class Engine:
 
     # ----- timers ----------------------------------------------------------------------------
     def _at(self, t: float, fn: Callable[..., None], *args: object) -> None:
-        event = self.env.timeout(max(0.0, t - self.env.now))
-        event.callbacks.append(lambda _e: fn(*args))
+        event = self.env.timeout(max(0.0, t - self.now))
+
+        def fire(_event: simpy.Event) -> None:
+            self.now = self.env.now
+            fn(*args)
+
+        event.callbacks.append(fire)
 
     def _touch(self) -> None:
         """Something changed: make sure a scheduling pass runs at the current time."""
@@ -103,6 +109,7 @@ class Engine:
     def _pass(self) -> None:
         self._pass_due = False
         self._in_pass = True
+        self.fresh.clear()
         try:
             self.policy.schedule(self.now, self)
         finally:
@@ -156,6 +163,7 @@ class Engine:
         self._token[j] += 1
         self.pending.discard(j)
         self.running.add(j)
+        self.fresh.add(j)
         for n in nodes:
             self.on_node[n].add(j)
         self.nodes[j], self.started_at[j] = nodes, now
@@ -163,9 +171,22 @@ class Engine:
         self._log(Ev.START, job, nodes=nodes, overhead_s=self._overhead[j])
         end = now + self._overhead[j] + self.remaining[j]
         self._at(end, self._finish, j, self._token[j])
-        if now < self.protected_until[j] < end:
-            self._at(self.protected_until[j], self._touch)  # it may now be preempted
+        if now < self.protected_until[j]:
+            self._shield(j, +1)
+            if self.protected_until[j] < end:
+                self._at(self.protected_until[j], self._unshield, j, self._token[j])
         self.policy.on_start(j, now)
+
+    def _unshield(self, j: int, token: int) -> None:
+        """Job ``j``'s protection ran out: it may now be preempted."""
+        if self._token[j] == token and self.shielded[j]:
+            self._shield(j, -1)
+            self.epoch += 1
+            self._touch()
+
+    def _shield(self, j: int, sign: int) -> None:
+        self.shielded[j] = sign > 0
+        self.cluster.shield(self.nodes[j], self.jobs[j].gpus, sign)
 
     def expected_end(self, j: int) -> float:
         """When running job ``j`` finishes if nothing interrupts it."""
@@ -177,7 +198,7 @@ class Engine:
 
     def protected(self, j: int) -> bool:
         """True while the current attempt of job ``j`` may not be preempted."""
-        return self.now < self.protected_until[j]
+        return self.shielded[j]
 
     def _finish(self, j: int, token: int) -> None:
         if self._token[j] != token:
@@ -214,9 +235,12 @@ class Engine:
         self.state[j] = state
         self._token[j] += 1
         self.running.discard(j)
+        if self.shielded[j]:
+            self._shield(j, -1)
         for n in self.nodes[j]:
             self.on_node[n].discard(j)
         self.cluster.give_back(self.nodes[j], self.jobs[j].gpus)
+        self.epoch += 1
         self.policy.on_stop(j, self.now)
         self._touch()
 

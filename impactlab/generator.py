@@ -49,12 +49,12 @@ KINDS: dict[str, KindSpec] = {
                          6 * HOUR_S, 1800, 0.8, 2 * DAY_S),
     "pretrain": KindSpec((16, 8, 4), (0.3, 0.45, 0.25), 24 * HOUR_S, 0.5, 4 * HOUR_S, 72 * HOUR_S,
                          8 * HOUR_S, 3600, 0.9, INF),
-    "sweep": KindSpec((1, 2, 4, 8), (0.35, 0.25, 0.2, 0.2), 3 * HOUR_S, 0.8, 900, 24 * HOUR_S,
+    "sweep": KindSpec((1, 2, 4, 8), (0.35, 0.25, 0.2, 0.2), 5 * HOUR_S, 0.6, 1800, 24 * HOUR_S,
                       HOUR_S, 1800, 0.7, 12 * HOUR_S),
 }
 
 #: Share of funded GPU time per kind (DESIGN.md targets: 2-5%, 2-10%, 20-40%, 50-70%).
-FUNDED_SHARES = {"debug": 0.02, "interactive": 0.015, "eval": 0.04, "training": 0.30, "pretrain": 0.625}
+FUNDED_SHARES = {"debug": 0.025, "interactive": 0.015, "eval": 0.03, "training": 0.30, "pretrain": 0.63}
 
 #: Legacy-era priority levels (0 low .. 3 urgent): inflated towards the top.
 PRIORITY_P = (0.05, 0.25, 0.55, 0.15)
@@ -100,17 +100,19 @@ def generate(config: GeneratorConfig = GeneratorConfig()) -> Workload:
         np.random.default_rng(s) for s in np.random.SeedSequence(config.seed).spawn(4)
     )
     tree, users, weights = _organisation(config, org_rng)
-    horizon_s = config.days * DAY_S
-    funded_gpu_s = config.funded_load * config.gpus * horizon_s
-    parts = []
+    capacity_gpu_s = config.gpus * config.days * DAY_S
     projects = np.array(sorted(weights))
     project_p = np.array([weights[p] for p in projects])
+    parts = []
     for kind, share in config.funded_shares.items():
-        rows = _kind_jobs(kind, share * funded_gpu_s, config, kind_rng, time_rng)
-        rows["project"] = kind_rng.choice(projects, size=len(rows), p=project_p)
+        target = share * config.funded_load * capacity_gpu_s
+        if kind == "pretrain":
+            rows = _campaigns(target, config, projects, project_p, kind_rng)
+        else:
+            rows = _kind_jobs(kind, target, config, kind_rng, time_rng)
+            rows["project"] = kind_rng.choice(projects, size=len(rows), p=project_p)
         parts.append(rows)
-    sweeps = _kind_jobs("sweep", (config.demand - config.funded_load) * config.gpus * horizon_s,
-                        config, kind_rng, time_rng)
+    sweeps = _kind_jobs("sweep", (config.demand - config.funded_load) * capacity_gpu_s, config, kind_rng, time_rng)
     sweeps["project"] = ""
     parts.append(sweeps)
     trace = pd.concat(parts, ignore_index=True)
@@ -145,21 +147,63 @@ def _organisation(config: GeneratorConfig, rng: np.random.Generator) -> tuple[Bu
 
 def _kind_jobs(kind: str, target_gpu_s: float, config: GeneratorConfig,
                rng: np.random.Generator, time_rng: np.random.Generator) -> pd.DataFrame:
-    """Jobs of one kind whose GPU-seconds add up to ``target_gpu_s`` (the offered load)."""
+    """Jobs of one kind offering ``target_gpu_s`` GPU-seconds, spread over the days by the
+    weekly cycle (each day gets its share exactly, up to one job) and within a day by the
+    diurnal cycle."""
     spec = KINDS[kind]
     sizes = _sizes(kind, spec, config)
+    day_w = _day_weights(config.days)
+    frames = []
+    for day, weight in enumerate(day_w):
+        gpus, dur = _draw_until(spec, sizes, target_gpu_s * weight, rng)
+        submit = day * DAY_S + _times_in_day(len(dur), spec.burst, rng, time_rng)
+        frames.append(pd.DataFrame({"gpus": gpus, "duration_s": dur, "submit_s": submit}))
+    out = pd.concat(frames, ignore_index=True)
+    out = out[out["submit_s"] < config.days * DAY_S]
+    return out.assign(kind="other" if kind == "sweep" else kind, spec=kind)
+
+
+def _draw_until(spec: KindSpec, sizes: np.ndarray, target_gpu_s: float,
+                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Draw gangs and durations until their GPU-seconds reach ``target_gpu_s``."""
     mean_gpu_s = float(np.dot(sizes, spec.gpu_p)) * spec.median_s * math.exp(spec.sigma**2 / 2)
-    n = max(1, int(target_gpu_s / mean_gpu_s * 1.5) + 10)
+    n = max(4, int(target_gpu_s / mean_gpu_s * 1.5) + 10)
     gpus = rng.choice(sizes, size=n, p=spec.gpu_p)
     dur = np.clip(rng.lognormal(math.log(spec.median_s), spec.sigma, n), spec.min_s, spec.max_s)
-    keep = int(np.searchsorted(np.cumsum(gpus * dur), target_gpu_s)) + 1
-    gpus, dur = gpus[:keep], dur[:keep]
-    if kind == "pretrain":
-        submit = _chains(dur, config, rng, time_rng)
-    else:
-        submit = _arrivals(len(dur), spec.burst, config.days, rng, time_rng)
-    return pd.DataFrame({"kind": "other" if kind == "sweep" else kind, "gpus": gpus, "duration_s": dur,
-                         "submit_s": submit, "spec": kind})
+    keep = min(n, int(np.searchsorted(np.cumsum(gpus * dur), target_gpu_s)) + 1)
+    return gpus[:keep], dur[:keep]
+
+
+def _campaigns(target_gpu_s: float, config: GeneratorConfig, projects: np.ndarray,
+               project_p: np.ndarray, rng: np.random.Generator) -> pd.DataFrame:
+    """Pretraining as campaigns: chains of long runs, each submitted when the previous one
+    should end. Each concurrent slot keeps its gang size (a team's pretraining footprint);
+    slots are added until they cover the target, and a slot idles between campaigns just
+    enough that the offered load matches it, so the load is steady over time. A campaign
+    ends (finished or cancelled) after a geometric number of runs."""
+    spec = KINDS["pretrain"]
+    sizes = _sizes("pretrain", spec, config)
+    horizon_s = config.days * DAY_S
+    busy_gpus = target_gpu_s / horizon_s
+    slot_gpus: list[int] = []
+    while sum(slot_gpus) < busy_gpus:
+        slot_gpus.append(int(rng.choice(sizes, p=spec.gpu_p)))
+    duty = busy_gpus / sum(slot_gpus)
+    campaign_s = config.pretrain_chain_mean * (spec.median_s * math.exp(spec.sigma**2 / 2) + 1.25 * HOUR_S)
+    idle_mean_s = campaign_s * (1.0 - duty) / duty
+    rows = []
+    for gpus in slot_gpus:
+        t = -float(rng.uniform(0, campaign_s + idle_mean_s))  # slots are mid-campaign at day 0
+        while t < horizon_s:
+            project = str(rng.choice(projects, p=project_p))
+            for _run in range(int(rng.geometric(1.0 / config.pretrain_chain_mean))):
+                dur = float(np.clip(rng.lognormal(math.log(spec.median_s), spec.sigma), spec.min_s, spec.max_s))
+                if 0 <= t < horizon_s:
+                    rows.append((gpus, dur, t, project))
+                t += dur + rng.uniform(0.5, 2.0) * HOUR_S
+            t += rng.exponential(idle_mean_s) if idle_mean_s > 0 else 0.0
+    out = pd.DataFrame(rows, columns=["gpus", "duration_s", "submit_s", "project"])
+    return out.assign(submit_s=out["submit_s"].round(1), kind="pretrain", spec="pretrain")
 
 
 def _sizes(kind: str, spec: KindSpec, config: GeneratorConfig) -> np.ndarray:
@@ -172,43 +216,28 @@ def _sizes(kind: str, spec: KindSpec, config: GeneratorConfig) -> np.ndarray:
     return np.minimum(np.array(raw), cap)
 
 
-def _intensity(days: float) -> np.ndarray:
-    """Relative arrival rate per hour: busy afternoons, quiet nights and weekends."""
-    hours = np.arange(math.ceil(days * 24))
-    hour_of_day, day = hours % 24, hours // 24
-    diurnal = 1.0 + 0.6 * np.sin(2 * np.pi * (hour_of_day - 9) / 24)
-    weekly = np.where(day % 7 >= 5, 0.5, 1.2)
-    rate = diurnal * weekly
+def _day_weights(days: float) -> np.ndarray:
+    """Share of the offered load per day: weekdays busier than weekends (sums to 1)."""
+    n = math.ceil(days)
+    weight = np.where(np.arange(n) % 7 >= 5, 0.5, 1.2)
+    weight[-1] *= days - (n - 1)  # a partial last day
+    return weight / weight.sum()
+
+
+def _hour_weights() -> np.ndarray:
+    """Relative submissions per hour of the day: busy afternoons, quiet nights."""
+    hours = np.arange(24)
+    rate = 1.0 + 0.6 * np.sin(2 * np.pi * (hours - 9) / 24)
     return rate / rate.sum()
 
 
-def _arrivals(n: int, burst: float, days: float, rng: np.random.Generator,
-              time_rng: np.random.Generator) -> np.ndarray:
-    """Submit times for ``n`` jobs from the cyclic intensity; bursts share a time."""
+def _times_in_day(n: int, burst: float, rng: np.random.Generator, time_rng: np.random.Generator) -> np.ndarray:
+    """Submit times within one day for ``n`` jobs; jobs of a burst share a time."""
     n_bursts = max(1, math.ceil(n / burst))
-    p = _intensity(days)
-    hours = time_rng.choice(len(p), size=n_bursts, p=p)
-    starts = np.minimum((hours + time_rng.random(n_bursts)) * HOUR_S, days * DAY_S - 1)
+    hours = time_rng.choice(24, size=n_bursts, p=_hour_weights())
+    starts = (hours + time_rng.random(n_bursts)) * HOUR_S
     which = np.sort(rng.integers(0, n_bursts, size=n)) if burst > 1 else np.arange(n)
     return np.round(starts[which], 1)
-
-
-def _chains(dur: np.ndarray, config: GeneratorConfig, rng: np.random.Generator,
-            time_rng: np.random.Generator) -> np.ndarray:
-    """Pretraining runs in campaigns: each run is submitted when the previous should end."""
-    horizon_s = config.days * DAY_S
-    submit = np.empty(len(dur))
-    k = 0
-    while k < len(dur):
-        runs = min(len(dur) - k, int(rng.geometric(1.0 / config.pretrain_chain_mean)))
-        t = float(time_rng.uniform(-2 * DAY_S, horizon_s))  # campaigns may have begun before day 0
-        for i in range(k, k + runs):
-            submit[i] = t
-            t += dur[i] + rng.uniform(0.5, 2.0) * HOUR_S
-        k += runs
-    # A run drawn before day 0 is submitted at 0 (the campaign is already under way).
-    return np.round(np.clip(np.where(submit < horizon_s, submit, time_rng.uniform(0, horizon_s, len(dur))),
-                            0, horizon_s - 1), 1)
 
 
 def _pick_users(projects: np.ndarray, users: pd.DataFrame, rng: np.random.Generator) -> np.ndarray:

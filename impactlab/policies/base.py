@@ -32,16 +32,6 @@ class PolicyError(RuntimeError):
     """A policy asked for something impossible (a bug in the policy)."""
 
 
-@dataclass(frozen=True)
-class Context:
-    """Static facts of a run, handed to ``Policy.setup``."""
-
-    jobs: Sequence[Job]
-    tree: BudgetTree
-    capacity: int
-    gpus_per_node: int
-
-
 class Scheduler(Protocol):
     """What a scheduling pass may read and do (implemented by the engine)."""
 
@@ -54,9 +44,12 @@ class Scheduler(Protocol):
     nodes: list[tuple[int, ...]]  # nodes of each running job
     started_at: list[float]
     protected_until: list[float]
+    shielded: list[bool]  # protected right now (cleared by the event that ends protection)
+    fresh: set[int]  # started in the current pass; never preempted in the same pass
+    epoch: int  # changes whenever GPUs are freed or a protection ends
 
     def protected(self, j: int) -> bool:
-        """True while job ``j``'s current attempt is protected from preemption."""
+        """True while job ``j``'s current attempt is protected from preemption (``shielded[j]``)."""
 
     def expected_end(self, j: int) -> float:
         """When running job ``j`` will finish if nothing interrupts it."""
@@ -72,6 +65,17 @@ class Scheduler(Protocol):
 
     def wake_at(self, t: float) -> None:
         """Ask for a scheduling pass at time ``t`` even if nothing else happens."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """Facts of a run, handed to ``Policy.setup``; ``view`` is the live (read-only) state."""
+
+    jobs: Sequence[Job]
+    tree: BudgetTree
+    capacity: int
+    gpus_per_node: int
+    view: Scheduler
 
 
 class Policy(Protocol):

@@ -36,6 +36,7 @@ class FairTree:
         self.fraction = ctx.tree.fraction
         self.paths = {leaf: ctx.tree.path(leaf) for leaf in ctx.tree.leaves}
         self.order: list[int] = list(ctx.tree.leaves)
+        self._splits: dict[tuple[int, int], tuple[int, int] | None] = {}
         self.next_refresh = 0.0
 
     def charge(self, job: Job, now: float, sign: int) -> None:
@@ -60,11 +61,11 @@ class FairTree:
 
     def split(self, a: int, b: int) -> tuple[int, int] | None:
         """The children of the lowest common ancestor of leaves ``a`` and ``b`` on each side."""
-        pa, pb = self.paths[a], self.paths[b]
-        for x, y in zip(pa, pb):
-            if x != y:
-                return x, y
-        return None  # same leaf
+        key = (a, b)
+        if key not in self._splits:
+            pairs = zip(self.paths[a], self.paths[b])
+            self._splits[key] = next(((x, y) for x, y in pairs if x != y), None)  # None: same leaf
+        return self._splits[key]
 
 
 class FairQueues:
@@ -89,12 +90,13 @@ class FairQueues:
     def run(self, fair: FairTree, sched: Scheduler, make_room: Callable[[int], bool] | None) -> None:
         """One pass: funded lanes by Fair Tree rank (preempting if allowed), then unallocated."""
         lanes = (True, False) if self.boost else (False,)
+        queues, cluster = self.queues, sched.cluster
         for boosted in lanes:
             for leaf in fair.order:
-                queue = self.queues.get((boosted, leaf))
-                if queue:
+                queue = queues.get((boosted, leaf))
+                if queue is not None and queue.live and (make_room or queue.sizes[0] <= cluster.largest_fit()):
                     drain(queue, sched, make_room)
         for boosted in lanes:
-            queue = self.queues.get((boosted, UNALLOCATED))
-            if queue:
+            queue = queues.get((boosted, UNALLOCATED))
+            if queue is not None and queue.live and queue.sizes[0] <= cluster.largest_fit():
                 drain(queue, sched, None)

@@ -7,6 +7,7 @@ from typing import ClassVar
 
 from .base import BasePolicy, Context, Scheduler
 from .fair import FairQueues, FairTree
+from .queues import PassGate
 
 DAY_S = 86_400.0
 
@@ -24,6 +25,7 @@ class FairShare(BasePolicy):
         super().setup(ctx)
         self.fair = FairTree(ctx, 7 * DAY_S, self.half_life_days * DAY_S, self.refresh_s)
         self.queues = FairQueues(ctx.jobs, boost=False)  # type: ignore[arg-type]
+        self.gate = PassGate()  # never noted: without preemption only free GPUs matter
 
     def enqueue(self, j: int, now: float) -> None:
         """A pending job joins its leaf's queue."""
@@ -45,5 +47,8 @@ class FairShare(BasePolicy):
 
     def schedule(self, now: float, sched: Scheduler) -> None:
         """Start what fits, best-ranked leaf first; never preempt."""
+        if self.gate.skip(sched, now >= self.fair.next_refresh):
+            return
         self.fair.refresh(now)
         self.queues.run(self.fair, sched, None)
+        self.gate.done(sched)

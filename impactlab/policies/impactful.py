@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
 from ..events import Job
 from .base import BasePolicy, Context, Scheduler
 from .fair import FairQueues, FairTree
+from .queues import FailMemo, PassGate
 from .victims import choose_victims
 
 DAY_S = 86_400.0
@@ -25,13 +27,29 @@ class Impactful(BasePolicy):
     half_life_days: float | None = None  # decay the window's usage instead of a hard cut-off
     refresh_s: float = 300.0
     boost_interactive: bool = False  # debug/interactive first within their tier
+    # A funded victim may hold at most this many times the GPUs of the job it makes room for:
+    # breaking up a large gang for a small job wastes the rest of it and the gang then
+    # struggles to find whole nodes again (fragmentation). inf = no limit.
+    max_victim_ratio: float = 1.0
+    # A multi-node gang whose search for victims failed searches again after this long at
+    # the earliest (like Slurm's backfill interval): clearing whole nodes is rarely possible
+    # from one event to the next, and the search is the costliest step of a pass.
+    gang_retry_s: float = 60.0
 
     def setup(self, ctx: Context) -> None:
-        """Build the fair-share state and the lanes."""
+        """Build the fair-share state, the lanes and the victim indexes."""
         super().setup(ctx)
         half_life = None if self.half_life_days is None else self.half_life_days * DAY_S
         self.fair = FairTree(ctx, self.window_days * DAY_S, half_life, self.refresh_s)
         self.queues = FairQueues(ctx.jobs, self.boost_interactive)  # type: ignore[arg-type]
+        self.gate = PassGate()
+        self.memo = FailMemo()
+        self.funded_running: set[int] = set()
+        self.unfunded_running: dict[int, None] = {}  # in start order: newest last
+        # GPUs per node held by funded multi-node gangs: never victims of a single-node job
+        # while max_victim_ratio <= 1, which makes hopeless searches cheap to rule out.
+        self.gangs_on = [0] * (ctx.capacity // ctx.gpus_per_node)
+        self._least_blocked: tuple[tuple[int, int], int] = ((-1, -1), 0)
 
     def protection_s(self, job: Job) -> float:
         """The contract: min(declared minimum runtime, cap); none for unallocated by default."""
@@ -42,60 +60,111 @@ class Impactful(BasePolicy):
     def enqueue(self, j: int, now: float) -> None:
         """A pending job joins its lane."""
         self.queues.add(j)
+        if self.ctx.jobs[j].funded:
+            self.gate.note()
 
     def dequeue(self, j: int, now: float) -> None:
         """A withdrawn job leaves its lane."""
         self.queues.remove(j)
 
     def on_start(self, j: int, now: float) -> None:
-        """Charge a funded job's budget from now on."""
-        if self.ctx.jobs[j].funded:
-            self.fair.charge(self.ctx.jobs[j], now, +1)
+        """Charge a funded job's budget from now on; remember it as a possible victim."""
+        job = self.ctx.jobs[j]
+        if job.funded:
+            self.fair.charge(job, now, +1)
+            self.funded_running.add(j)
+            self.memo.changed()  # a new victim, and a side's allocation grew
+            self._count_gang(j, +1)
+        else:
+            self.unfunded_running[j] = None
 
     def on_stop(self, j: int, now: float) -> None:
         """Stop charging."""
-        if self.ctx.jobs[j].funded:
-            self.fair.charge(self.ctx.jobs[j], now, -1)
+        job = self.ctx.jobs[j]
+        if job.funded:
+            self.fair.charge(job, now, -1)
+            self.funded_running.discard(j)
+            self._count_gang(j, -1)
+        else:
+            del self.unfunded_running[j]
+
+    def _count_gang(self, j: int, sign: int) -> None:
+        if self.ctx.jobs[j].n_nodes > 1:
+            for n in self.ctx.view.nodes[j]:
+                self.gangs_on[n] += sign * self.ctx.gpus_per_node
 
     def schedule(self, now: float, sched: Scheduler) -> None:
         """Funded lanes by rank with preemption, then unallocated backfill."""
-        self.fair.refresh(now)
+        refresh = now >= self.fair.next_refresh
+        if self.gate.skip(sched, refresh):
+            return
+        self.memo.begin_pass()
+        if refresh:
+            self.fair.refresh(now)
+            self.memo.changed()
         self.queues.run(self.fair, sched, lambda j: self.make_room(sched, j))
+        self.gate.done(sched)
 
     def make_room(self, sched: Scheduler, j: int) -> bool:
         """Preempt eligible victims so that funded job ``j`` fits; True if it now does."""
+        job = sched.jobs[j]
+        key = (job.leaf, job.gpus)
+        if not sched.cluster.could_free(job.gpus) or self.memo.known(key, sched) or self._hopeless(sched, job):
+            return False
         victims = choose_victims(sched, j, self.candidates(sched, j), self._accepts(sched, j))
-        for v in victims or ():
+        if victims is None:
+            self.memo.record(key, sched, self.gang_retry_s if job.n_nodes > 1 else 0.0)
+            return False
+        for v in victims:
             sched.preempt(v, j)
-        return victims is not None
+        return True
 
-    def candidates(self, sched: Scheduler, j: int) -> list[int]:
+    def _hopeless(self, sched: Scheduler, job: Job) -> bool:
+        """A single-node job cannot break up gangs: True if every node is too full of them
+        and of protected jobs (a necessary condition only; the search decides)."""
+        if job.n_nodes > 1 or self.max_victim_ratio > 1:
+            return False
+        key = (sched.epoch, self.memo.version)  # shields and gangs only shrink with a change of these
+        if self._least_blocked[0] != key:
+            least = min(map(max, sched.cluster.shielded, self.gangs_on))
+            self._least_blocked = (key, least)
+        return self._least_blocked[1] > sched.cluster.gpus_per_node - job.gpus
+
+    def candidates(self, sched: Scheduler, j: int) -> Iterator[int]:
         """Preemptible running jobs in preference order: unallocated newest first, then funded
         on the most over-served side of the lowest common ancestor, newest first."""
-        leaf, now, jobs = sched.jobs[j].leaf, sched.now, sched.jobs
-        unfunded, funded = [], []
-        for v in sched.running:
-            if sched.started_at[v] >= now or now < sched.protected_until[v]:
-                continue  # started in this instant, or protected
-            job = jobs[v]
-            if not job.funded:
-                unfunded.append((-sched.started_at[v], -v, v))
-            elif (sides := self.fair.split(leaf, job.leaf)) is not None:
-                funded.append((-self.fair.served(sides[1]), -sched.started_at[v], -v, v))
-        return [t[-1] for t in sorted(unfunded)] + [t[-1] for t in sorted(funded)]
+        fresh, shielded = sched.fresh, sched.shielded
+        for v in reversed(self.unfunded_running):
+            if v not in fresh and not shielded[v]:
+                yield v
+        leaf, started, jobs, fair = sched.jobs[j].leaf, sched.started_at, sched.jobs, self.fair
+        largest = self.max_victim_ratio * sched.jobs[j].held
+        funded = []
+        for v in self.funded_running:
+            if v in fresh or shielded[v] or jobs[v].held > largest:
+                continue  # started in this pass, protected, or a gang too large to break up
+            sides = fair.split(leaf, jobs[v].leaf)
+            if sides is not None:
+                funded.append((-fair.served(sides[1]), -started[v], -v))
+        for t in sorted(funded):
+            yield -t[-1]
 
     def _accepts(self, sched: Scheduler, j: int):  # noqa: ANN202 - returns a victims.Accept
         """No ping-pong: after the swap, ``j``'s side must be no better served than the victim's."""
         jobs, fair, job = sched.jobs, self.fair, sched.jobs[j]
+        freed: dict[int, int] = {}  # funded GPUs taken from each tree node by accepted victims
 
         def accept(v: int, chosen: list[int]) -> bool:
             victim = jobs[v]
             if not victim.funded:
                 return True
             mine, theirs = fair.split(job.leaf, victim.leaf)  # type: ignore[misc]
-            gone = [jobs[u] for u in (*chosen, v) if jobs[u].funded]
-            mine_delta = job.held - sum(u.held for u in gone if mine in fair.paths[u.leaf])
-            theirs_delta = -sum(u.held for u in gone if theirs in fair.paths[u.leaf])
-            return fair.served(mine, mine_delta) <= fair.served(theirs, theirs_delta)
+            mine_after = fair.served(mine, job.held - freed.get(mine, 0))
+            theirs_after = fair.served(theirs, -freed.get(theirs, 0) - victim.held)
+            if mine_after > theirs_after:
+                return False
+            for node in fair.paths[victim.leaf]:
+                freed[node] = freed.get(node, 0) + victim.held
+            return True
 
         return accept

@@ -1,13 +1,15 @@
 """Incremental pending queues shared by the built-in policies (DESIGN.md section 8).
 
 A queue keeps one heap per gang size. A pass merges the heads of the sizes that are still
-worth trying, so it never sorts or scans all pending jobs: a size whose head neither fits
-nor can preempt is skipped for the rest of the pass, because every job behind that head
-in the same queue is no easier to place (until a preemption frees extra GPUs).
+worth trying, so it never sorts or scans all pending jobs. Once a job of g GPUs neither fits
+nor can preempt, every size >= g is skipped for the rest of the pass: any job behind it in
+the same queue is no easier to place (a larger gang needs more room, and a later job is not
+entitled to more victims), until a preemption frees more GPUs than it uses.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -22,12 +24,16 @@ class SizeQueues:
 
     def __init__(self) -> None:
         self.heaps: dict[int, list[Key]] = {}
+        self.sizes: list[int] = []  # sorted keys of ``heaps``
         self.live: set[int] = set()
 
     def push(self, j: int, gpus: int, key: Key) -> None:
         """Add job ``j`` (``key[-1] == j``)."""
         self.live.add(j)
-        heapq.heappush(self.heaps.setdefault(gpus, []), key)
+        if gpus not in self.heaps:
+            self.heaps[gpus] = []
+            bisect.insort(self.sizes, gpus)
+        heapq.heappush(self.heaps[gpus], key)
 
     def discard(self, j: int) -> None:
         """Remove job ``j``; its heap entry is dropped lazily."""
@@ -49,12 +55,12 @@ class SizeQueues:
         self.live.discard(j)
         return j
 
-    def best_head(self, skip: set[int]) -> tuple[Key, int] | None:
-        """The smallest key among the heads of sizes not in ``skip``, with its size."""
+    def best_head(self, limit: int) -> tuple[Key, int] | None:
+        """The smallest key among the heads of sizes below ``limit``, with its size."""
         best: tuple[Key, int] | None = None
-        for gpus in self.heaps:
-            if gpus in skip:
-                continue
+        for gpus in self.sizes:
+            if gpus >= limit:
+                break
             key = self.head(gpus)
             if key is not None and (best is None or key < best[0]):
                 best = (key, gpus)
@@ -62,6 +68,7 @@ class SizeQueues:
 
 
 PreemptFn = Callable[[int], bool]
+NO_LIMIT = 1 << 62
 
 
 def drain(queue: SizeQueues, sched: Scheduler, make_room: PreemptFn | None = None) -> None:
@@ -71,11 +78,11 @@ def drain(queue: SizeQueues, sched: Scheduler, make_room: PreemptFn | None = Non
     the job can now be placed). Stops when no size can make progress.
     """
     cluster = sched.cluster
-    skip: set[int] = set()
+    limit = NO_LIMIT
     while queue.live:
-        if cluster.free_total == 0 and make_room is None:
-            return
-        found = queue.best_head(skip)
+        if make_room is None:
+            limit = cluster.largest_fit() + 1  # without preemption, only what fits is worth a look
+        found = queue.best_head(limit)
         if found is None:
             return
         key, gpus = found
@@ -83,9 +90,9 @@ def drain(queue: SizeQueues, sched: Scheduler, make_room: PreemptFn | None = Non
         nodes = cluster.best_fit(gpus)
         if nodes is None and make_room is not None and make_room(j):
             nodes = cluster.best_fit(gpus)
-            skip.clear()  # victims may have freed more than this job takes
+            limit = NO_LIMIT  # victims may have freed more than this job takes
         if nodes is None:
-            skip.add(gpus)
+            limit = gpus
             continue
         queue.pop(gpus)
         sched.start(j, nodes)
@@ -97,3 +104,65 @@ def queue_for(queues: dict[Hashable, SizeQueues], name: Hashable) -> SizeQueues:
     if queue is None:
         queue = queues[name] = SizeQueues()
     return queue
+
+
+class FailMemo:
+    """Remembers preemption searches that failed, until something could make them succeed.
+
+    A search for a job of (queue, gpus) that failed stays failed while no GPU is freed and no
+    protection ends (``sched.epoch``) and no possible victim or fair-share input changed
+    (``version``: bumped by the policy on such changes, and when jobs started in one pass
+    become preemptible in the next). A policy may also put a failed search on hold for a
+    while (a retry interval), which is a decision of the policy, not an optimisation.
+    """
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.failed: dict[Hashable, tuple[int, int, float]] = {}
+        self._started = False
+
+    def changed(self) -> None:
+        """A possible victim started, or the fair-share inputs changed."""
+        self.version += 1
+        self._started = True
+
+    def begin_pass(self) -> None:
+        """Jobs started in the previous pass can be victims from now on."""
+        if self._started:
+            self.version += 1
+            self._started = False
+
+    def known(self, key: Hashable, sched: Scheduler) -> bool:
+        """True if this search already failed in the current state, or is still on hold."""
+        seen = self.failed.get(key)
+        return seen is not None and (seen[:2] == (sched.epoch, self.version) or sched.now < seen[2])
+
+    def record(self, key: Hashable, sched: Scheduler, hold_s: float = 0.0) -> None:
+        """Remember a failed search; with ``hold_s``, do not retry it before that much time."""
+        self.failed[key] = (sched.epoch, self.version, sched.now + hold_s)
+
+
+class PassGate:
+    """Skips a pass that provably changes nothing, so full clusters cost little per event.
+
+    A pass may be skipped when the cluster has no free GPU, the previous pass made no decision,
+    no GPU was freed and no protection ended since (``sched.epoch``), and no job that could
+    preempt has joined the queue (``note``). Such a pass would retry the same failed searches.
+    """
+
+    def __init__(self) -> None:
+        self.epoch = -1
+        self.news = True
+
+    def note(self) -> None:
+        """A job that may preempt has become pending."""
+        self.news = True
+
+    def skip(self, sched: Scheduler, refresh_due: bool = False) -> bool:
+        """True if this pass cannot change anything."""
+        return not (self.news or refresh_due or sched.epoch != self.epoch or sched.cluster.free_total)
+
+    def done(self, sched: Scheduler) -> None:
+        """Record the state a pass left; a pass that decided something is not settled."""
+        self.epoch = sched.epoch if not sched.fresh else -1
+        self.news = False

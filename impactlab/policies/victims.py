@@ -17,6 +17,8 @@ def choose_victims(sched: Scheduler, j: int, candidates: Iterable[int], accept: 
     reverse pass then drops victims that turned out unneeded.
     """
     cluster, job = sched.cluster, sched.jobs[j]
+    if not cluster.could_free(job.gpus):
+        return None
     per = cluster.gpus_per_node
     freed: dict[int, int] = {}
     chosen: list[int] = []

@@ -1,0 +1,147 @@
+"""The ``impactlab`` command line: run a simulation and print or save its results."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from .budgets import BudgetError, BudgetTree
+from .config import SimConfig
+from .policies import REGISTRY, PolicyError
+from .simulate import SimResult, simulate
+from .trace import TraceError, validate_trace
+
+HEADLINE = ("availability", "occupancy", "occupancy_funded", "occupancy_unallocated", "utilization",
+            "impact", "impact_strict", "unallocated_share", "jain", "requested_ratio")
+
+
+class UsageError(Exception):
+    """A problem with the command line's inputs, reported in one line."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (also used to document the CLI)."""
+    parser = argparse.ArgumentParser(prog="impactlab", description="Simulate GPU-cluster scheduling policies.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sim = sub.add_parser("simulate", help="replay a trace (or a synthetic Ai2-like workload) under a policy")
+    sim.add_argument("--trace", type=Path, help="CSV or Parquet trace in the impactlab schema (default: synthetic)")
+    d = SimConfig()
+    sim.add_argument("--gpus", type=int, default=d.gpus, help=f"cluster size in GPUs (default {d.gpus})")
+    sim.add_argument("--gpus-per-node", type=int, default=d.gpus_per_node)
+    sim.add_argument("--days", type=float, default=d.days, help=f"simulated days (default {d.days:g})")
+    sim.add_argument("--demand", type=float, default=d.demand,
+                     help=f"synthetic offered load / capacity (default {d.demand:g})")
+    sim.add_argument("--funded-load", type=float, default=d.funded_load,
+                     help=f"synthetic funded part of the load (default {d.funded_load:g})")
+    sim.add_argument("--seed", type=int, default=d.seed)
+    sim.add_argument("--policy", required=True, choices=sorted(REGISTRY))
+    sim.add_argument("--budgets", type=Path, help="budget tree (YAML); default: the synthetic org, or equal shares")
+    sim.add_argument("--window-days", type=float, help="impactful: sliding fair-share window (default 7)")
+    sim.add_argument("--cap-hours", type=float, help="impactful: protection cap (default 8)")
+    sim.add_argument("--warmup-days", type=float, help="left out of the metrics (default: the window, 7 d)")
+    sim.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    sim.add_argument("--out", type=Path, help="write events, jobs, budgets (Parquet), summary and config (JSON)")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> SimConfig:
+    """The run configuration the arguments describe."""
+    knobs = {}
+    if args.policy == "impactful":
+        if args.window_days is not None:
+            knobs["window_days"] = args.window_days
+        if args.cap_hours is not None:
+            knobs["cap_hours"] = args.cap_hours
+    warmup = args.warmup_days
+    if warmup is None:  # the same reporting window for every policy, so runs compare
+        warmup = min(args.window_days or 7.0, args.days / 2)
+    for name in ("gpus", "days", "demand"):
+        if not getattr(args, name) > 0:
+            raise UsageError(f"--{name} must be positive, got {getattr(args, name)}")
+    try:
+        return SimConfig(policy=args.policy, gpus=args.gpus, gpus_per_node=args.gpus_per_node, days=args.days,
+                         demand=args.demand, funded_load=args.funded_load, seed=args.seed,
+                         warmup_days=warmup, policy_knobs=knobs)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
+def read_trace(path: Path, max_gpus: int) -> pd.DataFrame:
+    """A trace file (CSV or Parquet) validated into the schema."""
+    if not path.exists():
+        raise UsageError(f"{path}: no such file")
+    try:
+        if path.suffix.lower() in (".parquet", ".pq"):
+            raw = pd.read_parquet(path)
+            row_base = 0
+        else:
+            raw = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+            row_base = 2  # the header is line 1
+    except (OSError, ValueError, pd.errors.ParserError) as err:
+        raise UsageError(f"{path}: cannot read: {err}".splitlines()[0]) from None
+    return validate_trace(raw, source=str(path), row_base=row_base, max_gpus=max_gpus)
+
+
+def run(args: argparse.Namespace) -> SimResult:
+    """Load the inputs and simulate."""
+    config = config_from_args(args)
+    trace = read_trace(args.trace, config.gpus) if args.trace else None
+    tree = BudgetTree.from_yaml(args.budgets) if args.budgets else None
+    if trace is None and tree is not None:
+        raise UsageError("--budgets needs --trace: the synthetic workload brings its own organisation")
+    return simulate(config, trace=trace, budgets=tree)
+
+
+def json_ready(value: object) -> object:
+    """Replace NaN/inf (not valid JSON) by None, recursively."""
+    if isinstance(value, dict):
+        return {k: json_ready(v) for k, v in value.items()}
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def format_table(summary: dict) -> str:
+    """A readable summary: headline fractions, counts and waits per kind."""
+    lines = [f"policy {summary['policy']} on {summary['gpus']} GPUs: {summary['jobs']} jobs, "
+             f"simulated in {summary['sim_wall_s']:.2f} s"]
+    lines += [f"  {name:24} {summary[name]:7.3f}" for name in HEADLINE]
+    lines += [f"  {'preemptions':24} {summary['preemptions']:7d}",
+              f"  {'lost GPU-hours':24} {summary['lost_gpu_hours']:7.1f}",
+              f"  {'withdrawn jobs':24} {summary['withdrawn']:7d}",
+              "", f"  {'wait (s)':14} {'p50':>9} {'p90':>9} {'p99':>9} {'n':>6}"]
+    for kind, w in summary["wait_s"].items():
+        cells = " ".join(f"{w[p]:9.0f}" if w[p] is not None else f"{'-':>9}" for p in ("p50", "p90", "p99"))
+        lines.append(f"  {kind:14} {cells} {w['n']:6d}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    try:
+        result = run(args)
+        summary = json_ready(result.summary())
+        if args.out:
+            result.save(args.out)
+    except (UsageError, TraceError, BudgetError, PolicyError) as err:
+        print(f"impactlab: error: {err}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(format_table(summary))  # type: ignore[arg-type]
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
