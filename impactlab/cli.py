@@ -32,6 +32,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     sub = parser.add_subparsers(dest="command", required=True)
     sim = sub.add_parser("simulate", help="replay a trace (or a synthetic Ai2-like workload) under a policy")
+    cmp = sub.add_parser("compare", help="replay the same workload under several policies, side by side")
+    cmp.add_argument("--policies", nargs="+", default=["legacy", "impactful"], choices=sorted(REGISTRY))
+    _run_options(sim, policy=True)
+    _run_options(cmp, policy=False)
+    return parser
+
+
+def _run_options(sim: argparse.ArgumentParser, policy: bool) -> None:
+    """Options shared by ``simulate`` and ``compare``."""
     sim.add_argument("--trace", type=Path, help="CSV or Parquet trace in the impactlab schema (default: synthetic)")
     d = SimConfig()
     sim.add_argument("--gpus", type=int, default=d.gpus, help=f"cluster size in GPUs (default {d.gpus})")
@@ -42,20 +51,20 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--funded-load", type=float, default=d.funded_load,
                      help=f"synthetic funded part of the load (default {d.funded_load:g})")
     sim.add_argument("--seed", type=int, default=d.seed)
-    sim.add_argument("--policy", required=True, choices=sorted(REGISTRY))
+    if policy:
+        sim.add_argument("--policy", required=True, choices=sorted(REGISTRY))
     sim.add_argument("--budgets", type=Path, help="budget tree (YAML); default: the synthetic org, or equal shares")
     sim.add_argument("--window-days", type=float, help="impactful: sliding fair-share window (default 7)")
     sim.add_argument("--cap-hours", type=float, help="impactful: protection cap (default 8)")
     sim.add_argument("--warmup-days", type=float, help="left out of the metrics (default: the window, 7 d)")
     sim.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     sim.add_argument("--out", type=Path, help="write events, jobs, budgets (Parquet), summary and config (JSON)")
-    return parser
 
 
-def config_from_args(args: argparse.Namespace) -> SimConfig:
+def config_from_args(args: argparse.Namespace, policy: str) -> SimConfig:
     """The run configuration the arguments describe."""
     knobs = {}
-    if args.policy == "impactful":
+    if policy == "impactful":
         if args.window_days is not None:
             knobs["window_days"] = args.window_days
         if args.cap_hours is not None:
@@ -67,7 +76,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         if not getattr(args, name) > 0:
             raise UsageError(f"--{name} must be positive, got {getattr(args, name)}")
     try:
-        return SimConfig(policy=args.policy, gpus=args.gpus, gpus_per_node=args.gpus_per_node, days=args.days,
+        return SimConfig(policy=policy, gpus=args.gpus, gpus_per_node=args.gpus_per_node, days=args.days,
                          demand=args.demand, funded_load=args.funded_load, seed=args.seed,
                          warmup_days=warmup, policy_knobs=knobs)
     except ValueError as err:
@@ -90,9 +99,9 @@ def read_trace(path: Path, max_gpus: int) -> pd.DataFrame:
     return validate_trace(raw, source=str(path), row_base=row_base, max_gpus=max_gpus)
 
 
-def run(args: argparse.Namespace) -> SimResult:
-    """Load the inputs and simulate."""
-    config = config_from_args(args)
+def run(args: argparse.Namespace, policy: str) -> SimResult:
+    """Load the inputs and simulate under one policy."""
+    config = config_from_args(args, policy)
     trace = read_trace(args.trace, config.gpus) if args.trace else None
     tree = BudgetTree.from_yaml(args.budgets) if args.budgets else None
     if trace is None and tree is not None:
@@ -124,22 +133,42 @@ def format_table(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def format_comparison(summaries: list[dict]) -> str:
+    """Policies side by side: headline metrics and p50/p90 waits per kind."""
+    head = f"  {'':24}" + "".join(f"{s['policy']:>12}" for s in summaries)
+    lines = [f"{summaries[0]['jobs']} jobs on {summaries[0]['gpus']} GPUs", head]
+    for name in (*HEADLINE, "preemptions", "lost_gpu_hours", "withdrawn", "sim_wall_s"):
+        lines.append(f"  {name:24}" + "".join(f"{s[name]:12.3f}" if isinstance(s[name], float)
+                                             else f"{s[name]:12d}" for s in summaries))
+    for kind in summaries[0]["wait_s"]:
+        for p in ("p50", "p90"):
+            cells = [s["wait_s"].get(kind, {}).get(p) for s in summaries]
+            lines.append(f"  {f'wait {kind} {p} (s)':24}" + "".join(f"{c:12.0f}" if c is not None else f"{'-':>12}"
+                                                               for c in cells))
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    policies = [args.policy] if args.command == "simulate" else args.policies
     try:
-        result = run(args)
-        summary = json_ready(result.summary())
-        if args.out:
-            result.save(args.out)
+        summaries = []
+        for policy in policies:
+            result = run(args, policy)
+            summaries.append(json_ready(result.summary()))
+            if args.out:
+                result.save(args.out / policy if args.command == "compare" else args.out)
     except (UsageError, TraceError, BudgetError, PolicyError) as err:
         print(f"impactlab: error: {err}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(summary))
+        print(json.dumps(summaries[0] if args.command == "simulate" else summaries))
+    elif args.command == "simulate":
+        print(format_table(summaries[0]))  # type: ignore[arg-type]
     else:
-        print(format_table(summary))  # type: ignore[arg-type]
+        print(format_comparison(summaries))  # type: ignore[arg-type]
     return 0
 
 

@@ -39,17 +39,17 @@ class KindSpec:
 
 INF = math.inf
 KINDS: dict[str, KindSpec] = {
-    "debug": KindSpec((1, 2, 4, 8), (0.5, 0.2, 0.15, 0.15), 10 * 60, 1.0, 60, 4 * HOUR_S,
+    "debug": KindSpec((1, 2, 4, 8), (0.55, 0.2, 0.15, 0.1), 10 * 60, 1.0, 60, 4 * HOUR_S,
                       1800, INF, 0.3, 3 * HOUR_S),
     "interactive": KindSpec((1, 2, 4, 8), (0.5, 0.25, 0.15, 0.1), 6 * HOUR_S, 0.8, 1800, 48 * HOUR_S,
                             8 * HOUR_S, INF, 0.2, 3 * HOUR_S),
     "eval": KindSpec((1, 2, 4, 8), (0.7, 0.1, 0.1, 0.1), 8 * 60, 0.8, 60, 1800,
                      1800, INF, 0.6, DAY_S, burst=6.0),
-    "training": KindSpec((8, 16, 32, 64), (0.4, 0.3, 0.2, 0.1), 5 * HOUR_S, 0.9, HOUR_S, 24 * HOUR_S,
+    "training": KindSpec((8, 16, 32, 64), (0.4, 0.3, 0.2, 0.1), 7 * HOUR_S, 0.8, HOUR_S, 24 * HOUR_S,
                          6 * HOUR_S, 1800, 0.8, 2 * DAY_S),
     "pretrain": KindSpec((16, 8, 4), (0.3, 0.45, 0.25), 24 * HOUR_S, 0.5, 4 * HOUR_S, 72 * HOUR_S,
                          8 * HOUR_S, 3600, 0.9, INF),
-    "sweep": KindSpec((1, 2, 4, 8), (0.35, 0.25, 0.2, 0.2), 5 * HOUR_S, 0.6, 1800, 24 * HOUR_S,
+    "sweep": KindSpec((1, 2, 4, 8), (0.5, 0.2, 0.15, 0.15), 5 * HOUR_S, 0.6, 1800, 24 * HOUR_S,
                       HOUR_S, 1800, 0.7, 12 * HOUR_S),
 }
 
@@ -201,7 +201,7 @@ def _campaigns(target_gpu_s: float, config: GeneratorConfig, projects: np.ndarra
                 if 0 <= t < horizon_s:
                     rows.append((gpus, dur, t, project))
                 t += dur + rng.uniform(0.5, 2.0) * HOUR_S
-            t += rng.exponential(idle_mean_s) if idle_mean_s > 0 else 0.0
+            t += idle_mean_s * rng.uniform(0.5, 1.5)
     out = pd.DataFrame(rows, columns=["gpus", "duration_s", "submit_s", "project"])
     return out.assign(submit_s=out["submit_s"].round(1), kind="pretrain", spec="pretrain")
 
@@ -227,7 +227,7 @@ def _day_weights(days: float) -> np.ndarray:
 def _hour_weights() -> np.ndarray:
     """Relative submissions per hour of the day: busy afternoons, quiet nights."""
     hours = np.arange(24)
-    rate = 1.0 + 0.6 * np.sin(2 * np.pi * (hours - 9) / 24)
+    rate = 1.0 + 0.35 * np.sin(2 * np.pi * (hours - 9) / 24)
     return rate / rate.sum()
 
 

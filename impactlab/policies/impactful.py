@@ -26,7 +26,7 @@ class Impactful(BasePolicy):
     protect_unallocated: bool = False
     half_life_days: float | None = None  # decay the window's usage instead of a hard cut-off
     refresh_s: float = 300.0
-    boost_interactive: bool = False  # debug/interactive first within their tier
+    boost_interactive: bool = True  # debug/interactive first within their tier (Ai2: debug p90 30 s)
     # A funded victim may hold at most this many times the GPUs of the job it makes room for:
     # breaking up a large gang for a small job wastes the rest of it and the gang then
     # struggles to find whole nodes again (fragmentation). inf = no limit.
@@ -35,6 +35,9 @@ class Impactful(BasePolicy):
     # the earliest (like Slurm's backfill interval): clearing whole nodes is rarely possible
     # from one event to the next, and the search is the costliest step of a pass.
     gang_retry_s: float = 60.0
+    # Place protected and preemptible single-node jobs on separate nodes where possible, so
+    # that preempting backfill can clear a whole node for an 8-GPU job.
+    segregate: bool = True
 
     def setup(self, ctx: Context) -> None:
         """Build the fair-share state, the lanes and the victim indexes."""
@@ -102,8 +105,13 @@ class Impactful(BasePolicy):
         if refresh:
             self.fair.refresh(now)
             self.memo.changed()
-        self.queues.run(self.fair, sched, lambda j: self.make_room(sched, j))
+        place = self._place if self.segregate else None
+        self.queues.run(self.fair, sched, lambda j: self.make_room(sched, j), place)
         self.gate.done(sched)
+
+    def _place(self, j: int) -> tuple[int, ...] | None:
+        job = self.ctx.jobs[j]
+        return self.ctx.view.cluster.best_fit(job.gpus, protected=self.protection_s(job) > 0)
 
     def make_room(self, sched: Scheduler, j: int) -> bool:
         """Preempt eligible victims so that funded job ``j`` fits; True if it now does."""
