@@ -46,19 +46,12 @@ class Cluster:
             self._largest = whole * per if whole > 1 else next((k for k in range(per, 0, -1) if self.by_free[k]), 0)
         return self._largest
 
-    def best_fit(self, gpus: int, protected: bool | None = None) -> tuple[int, ...] | None:
-        """Nodes for a gang: the fullest node that fits, or the lowest-numbered whole free nodes.
-
-        With ``protected`` given, a single-node gang first looks among nodes of its own kind:
-        a protected job among nodes that already hold protected GPUs, an unprotected one among
-        nodes that hold none, so that preemption can still clear whole nodes.
-        """
+    def best_fit(self, gpus: int) -> tuple[int, ...] | None:
+        """Nodes for a gang: the fullest node that fits, or the lowest-numbered whole free nodes."""
         per = self.gpus_per_node
         if gpus > self.free_total:
             return None
         if gpus <= per:
-            if protected is not None:
-                return self._segregated_fit(gpus, protected)
             for k in range(gpus, per + 1):
                 if self.by_free[k]:
                     return (min(self.by_free[k]),)
@@ -68,15 +61,6 @@ class Cluster:
         if len(whole) < need:
             return None
         return tuple(sorted(heapq.nsmallest(need, whole)))
-
-    def _segregated_fit(self, gpus: int, protected: bool) -> tuple[int, ...] | None:
-        shielded = self.shielded
-        for want in (protected, not protected):
-            for k in range(gpus, self.gpus_per_node + 1):
-                best = min((n for n in self.by_free[k] if (shielded[n] > 0) == want), default=None)
-                if best is not None:
-                    return (best,)
-        return None
 
     def take(self, nodes: tuple[int, ...], gpus: int) -> None:
         """Allocate a gang on ``nodes``; raises if the placement is malformed or has no room."""
@@ -90,8 +74,11 @@ class Cluster:
             self._set(n, self.free[n] - per_node)
 
     def give_back(self, nodes: tuple[int, ...], gpus: int) -> None:
-        """Release a gang previously taken on ``nodes``."""
+        """Release a gang previously taken on ``nodes``; raises if they did not hold it."""
         per_node = self._per_node(gpus)
+        for n in nodes:
+            if self.free[n] + per_node > self.gpus_per_node:
+                raise RuntimeError(f"node {n} has {self.free[n]} free GPUs, cannot give back {per_node}")
         for n in nodes:
             self._set(n, self.free[n] + per_node)
 

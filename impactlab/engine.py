@@ -6,6 +6,7 @@ change appends one ``Event`` to the log; nothing else is counted here.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable, Sequence
 
@@ -80,7 +81,10 @@ class Engine:
 
     # ----- timers ----------------------------------------------------------------------------
     def _at(self, t: float, fn: Callable[..., None], *args: object) -> None:
-        event = self.env.timeout(max(0.0, t - self.now))
+        """Call ``fn(*args)`` at exactly time ``t`` (a timeout's now + delay could be 1 ulp off)."""
+        event = simpy.Event(self.env)
+        event._ok, event._value = True, None  # a triggered event, as Event.succeed() makes it
+        heapq.heappush(self.env._queue, (max(t, self.now), simpy.core.NORMAL, next(self.env._eid), event))
 
         def fire(_event: simpy.Event) -> None:
             self.now = self.env.now

@@ -191,9 +191,8 @@ def summarise(events: pd.DataFrame, trace: pd.DataFrame, tree: BudgetTree, windo
     got = np.minimum(leaves["delivered_gpu_s"].to_numpy(), owed)
     waits, by_size = wait_stats(table, window)
     preempts = events[(events["event"] == "preempt") & (events["t_s"] >= window.t0) & (events["t_s"] < window.t1)]
-    restarts = events[(events["event"] == "start") & (events["t_s"] >= window.t0) & (events["t_s"] < window.t1)]
-    lost_gpu_s = (preempts["lost_s"] * preempts["gpus"]).sum() + (restarts["overhead_s"] * restarts["gpus"]).sum()
-    strict = np.minimum(leaves["delivered_gpu_s"], leaves["entitled_gpu_s"]).sum() / leaves["entitled_gpu_s"].sum()
+    entitled = leaves["entitled_gpu_s"].sum()
+    strict = np.minimum(leaves["delivered_gpu_s"], leaves["entitled_gpu_s"]).sum() / entitled if entitled else 1.0
     summary = {
         "jobs": int(len(table)),
         "availability": healthy / (window.capacity * window.span_s),
@@ -205,7 +204,7 @@ def summarise(events: pd.DataFrame, trace: pd.DataFrame, tree: BudgetTree, windo
         "impact_strict": float(strict),
         "unallocated_share": held_s[~funded].sum() / held_s.sum() if held_s.sum() else 0.0,
         "preemptions": int(len(preempts)),
-        "lost_gpu_hours": float(lost_gpu_s) / 3600.0,
+        "lost_gpu_hours": _lost_gpu_s(att, window) / 3600.0,
         "jain": jain(got[owed > 0] / owed[owed > 0]),
         "requested_ratio": _requested_ratio(table, window, gpus_per_node),
         "withdrawn": int((table["state"] == "withdrawn").sum()),
@@ -213,6 +212,14 @@ def summarise(events: pd.DataFrame, trace: pd.DataFrame, tree: BudgetTree, windo
         "wait_by_size_s": by_size,
     }
     return {k: (float(v) if isinstance(v, np.floating) else v) for k, v in summary.items()}, table, budget
+
+
+def _lost_gpu_s(att: pd.DataFrame, window: Window) -> float:
+    """GPU-seconds spent on restart overhead (as far as it was paid) and on work later lost."""
+    start, end = att["start_s"].to_numpy(), att["end_s"].to_numpy()
+    overhead_end = start + np.minimum(att["overhead_s"].to_numpy(), end - start)
+    lost_s = clipped(start, overhead_end, window) + clipped(end - att["lost_s"].to_numpy(), end, window)
+    return float((lost_s * att["gpus"].to_numpy()).sum())
 
 
 def _useful_gpu_s(att: pd.DataFrame, table: pd.DataFrame, window: Window) -> float:

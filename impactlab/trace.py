@@ -139,6 +139,8 @@ def _boolean(df: pd.DataFrame, check: _Check) -> pd.Series:
     raw = df[check.column]
     if pd.api.types.is_bool_dtype(raw):
         return raw.astype(bool)
+    if pd.api.types.is_numeric_dtype(raw):  # 1/0, possibly read as floats because of blanks
+        raw = raw.map(lambda v: v if pd.isna(v) or v not in (0, 1) else str(int(v)))
     text = raw.astype(str).str.strip().str.lower()
     blank = raw.isna().to_numpy() | (text == "").to_numpy()
     true, false = text.isin(_TRUE).to_numpy(), text.isin(_FALSE).to_numpy()

@@ -14,7 +14,7 @@ import numpy as np
 from ..events import UNALLOCATED, Job
 from ..usage import DecayedUsage, WindowUsage
 from .base import Context, Scheduler
-from .queues import PlaceFn, SizeQueues, drain, queue_for
+from .queues import SizeQueues, drain, queue_for
 
 BOOSTED_KINDS = frozenset({"debug", "interactive"})
 
@@ -87,8 +87,7 @@ class FairQueues:
         """Job ``j`` leaves the queue without starting."""
         self.queues[self._lane(j)].discard(j)
 
-    def run(self, fair: FairTree, sched: Scheduler, make_room: Callable[[int], bool] | None,
-            place: PlaceFn | None = None) -> None:
+    def run(self, fair: FairTree, sched: Scheduler, make_room: Callable[[int], bool] | None) -> None:
         """One pass: funded lanes by Fair Tree rank (preempting if allowed), then unallocated."""
         lanes = (True, False) if self.boost else (False,)
         queues, cluster = self.queues, sched.cluster
@@ -96,8 +95,8 @@ class FairQueues:
             for leaf in fair.order:
                 queue = queues.get((boosted, leaf))
                 if queue is not None and queue.live and (make_room or queue.sizes[0] <= cluster.largest_fit()):
-                    drain(queue, sched, make_room, place)
+                    drain(queue, sched, make_room)
         for boosted in lanes:
             queue = queues.get((boosted, UNALLOCATED))
             if queue is not None and queue.live and queue.sizes[0] <= cluster.largest_fit():
-                drain(queue, sched, None, place)
+                drain(queue, sched, None)

@@ -35,9 +35,6 @@ class Impactful(BasePolicy):
     # the earliest (like Slurm's backfill interval): clearing whole nodes is rarely possible
     # from one event to the next, and the search is the costliest step of a pass.
     gang_retry_s: float = 60.0
-    # Place protected and preemptible single-node jobs on separate nodes where possible, so
-    # that preempting backfill can clear a whole node for an 8-GPU job.
-    segregate: bool = True
 
     def setup(self, ctx: Context) -> None:
         """Build the fair-share state, the lanes and the victim indexes."""
@@ -105,13 +102,8 @@ class Impactful(BasePolicy):
         if refresh:
             self.fair.refresh(now)
             self.memo.changed()
-        place = self._place if self.segregate else None
-        self.queues.run(self.fair, sched, lambda j: self.make_room(sched, j), place)
+        self.queues.run(self.fair, sched, lambda j: self.make_room(sched, j))
         self.gate.done(sched)
-
-    def _place(self, j: int) -> tuple[int, ...] | None:
-        job = self.ctx.jobs[j]
-        return self.ctx.view.cluster.best_fit(job.gpus, protected=self.protection_s(job) > 0)
 
     def make_room(self, sched: Scheduler, j: int) -> bool:
         """Preempt eligible victims so that funded job ``j`` fits; True if it now does."""

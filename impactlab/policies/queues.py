@@ -68,21 +68,16 @@ class SizeQueues:
 
 
 PreemptFn = Callable[[int], bool]
-PlaceFn = Callable[[int], "tuple[int, ...] | None"]
 NO_LIMIT = 1 << 62
 
 
-def drain(queue: SizeQueues, sched: Scheduler, make_room: PreemptFn | None = None,
-          place: PlaceFn | None = None) -> None:
+def drain(queue: SizeQueues, sched: Scheduler, make_room: PreemptFn | None = None) -> None:
     """Start jobs from ``queue`` in key order without head-of-line blocking.
 
     A job that does not fit asks ``make_room(j)`` to preempt for it (which returns True when
-    the job can now be placed). ``place(j)`` chooses nodes (default: best fit). Stops when no
-    size can make progress.
+    the job can now be placed with best fit). Stops when no size can make progress.
     """
     cluster = sched.cluster
-    if place is None:
-        place = lambda j: cluster.best_fit(sched.jobs[j].gpus)  # noqa: E731
     limit = NO_LIMIT
     while queue.live:
         if make_room is None:
@@ -92,9 +87,9 @@ def drain(queue: SizeQueues, sched: Scheduler, make_room: PreemptFn | None = Non
             return
         key, gpus = found
         j = key[-1]
-        nodes = place(j)
+        nodes = cluster.best_fit(gpus)
         if nodes is None and make_room is not None and make_room(j):
-            nodes = place(j)
+            nodes = cluster.best_fit(gpus)
             limit = NO_LIMIT  # victims may have freed more than this job takes
         if nodes is None:
             limit = gpus
