@@ -141,10 +141,16 @@ class BudgetTree:
 
     def subtree_sum(self, leaf_values: np.ndarray) -> np.ndarray:
         """Sum values given per node at the leaves up to every node; works on [..., nodes] arrays."""
-        out = np.array(leaf_values, dtype=float, copy=True)
-        for i in range(self.size - 1, 0, -1):  # children have larger indices than parents
-            out[..., self.parent[i]] += out[..., i]
-        return out
+        values = np.asarray(leaf_values, dtype=float)
+        if values.ndim == 1:  # the hot case (every fair-share refresh): plain floats are faster
+            out = values.tolist()
+            for i in range(self.size - 1, 0, -1):  # children have larger indices than parents
+                out[self.parent[i]] += out[i]
+            return np.array(out)
+        out2 = values.copy()
+        for i in range(self.size - 1, 0, -1):
+            out2[..., self.parent[i]] += out2[..., i]
+        return out2
 
     # ----- fair share ------------------------------------------------------------------------
     def fair_tree_order(self, usage: np.ndarray) -> list[int]:

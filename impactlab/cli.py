@@ -120,8 +120,9 @@ def json_ready(value: object) -> object:
 
 def format_table(summary: dict) -> str:
     """A readable summary: headline fractions, counts and waits per kind."""
-    lines = [f"policy {summary['policy']} on {summary['gpus']} GPUs: {summary['jobs']} jobs, "
-             f"simulated in {summary['sim_wall_s']:.2f} s"]
+    title = (f"policy {summary['policy']} on {summary['gpus']} GPUs: {summary['jobs']} jobs, "
+             f"simulated in {summary['sim_wall_s']:.2f} s")
+    lines = [title]
     lines += [f"  {name:24} {summary[name]:7.3f}" for name in HEADLINE]
     lines += [f"  {'preemptions':24} {summary['preemptions']:7d}",
               f"  {'lost GPU-hours':24} {summary['lost_gpu_hours']:7.1f}",

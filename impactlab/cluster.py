@@ -97,7 +97,7 @@ class Cluster:
         return self.by_shield[0] >= nodes_needed(gpus, self.gpus_per_node)
 
     def _per_node(self, gpus: int) -> int:
-        return gpus if gpus <= self.gpus_per_node else self.gpus_per_node
+        return min(gpus, self.gpus_per_node)
 
     def _set(self, node: int, free: int) -> None:
         old = self.free[node]

@@ -60,8 +60,9 @@ class Engine:
         self.shielded = [False] * n
         self._token = [0] * n  # bumped on every state change; stale timers compare it
         self.pending: set[int] = set()
-        self.fresh: set[int] = set()  # started in the current pass: not preempted in it
+        self.fresh: set[int] = set()  # started in the current pass (did the pass decide anything?)
         self.epoch = 0  # bumped whenever GPUs are freed or protection ends (room may appear)
+        self.last_start_s = -math.inf  # jobs started at this instant are not yet preemptible
         self.running: set[int] = set()
         self.on_node: list[set[int]] = [set() for _ in range(cluster.nodes)]
         self.log: list[Event] = []
@@ -170,7 +171,7 @@ class Engine:
         self.fresh.add(j)
         for n in nodes:
             self.on_node[n].add(j)
-        self.nodes[j], self.started_at[j] = nodes, now
+        self.nodes[j], self.started_at[j], self.last_start_s = nodes, now, now
         self.protected_until[j] = now + self.policy.protection_s(job)
         self._log(Ev.START, job, nodes=nodes, overhead_s=self._overhead[j])
         end = now + self._overhead[j] + self.remaining[j]

@@ -94,8 +94,9 @@ class Workload:
     users: pd.DataFrame  # user -> project
 
 
-def generate(config: GeneratorConfig = GeneratorConfig()) -> Workload:
+def generate(config: GeneratorConfig | None = None) -> Workload:
     """Build the organisation and the trace for ``config``; same config, same rows."""
+    config = config or GeneratorConfig()
     org_rng, time_rng, kind_rng, legacy_rng = (
         np.random.default_rng(s) for s in np.random.SeedSequence(config.seed).spawn(4)
     )

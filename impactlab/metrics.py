@@ -149,7 +149,7 @@ def percentiles(values: pd.Series) -> dict[str, float | int | None]:
     if len(values) == 0:
         return {"p50": None, "p90": None, "p99": None, "n": 0}
     p50, p90, p99 = np.percentile(values.to_numpy(dtype=float), [50, 90, 99])
-    return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "n": int(len(values))}
+    return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "n": len(values)}
 
 
 def size_bucket(gpus: pd.Series) -> pd.Series:
@@ -194,7 +194,7 @@ def summarise(events: pd.DataFrame, trace: pd.DataFrame, tree: BudgetTree, windo
     entitled = leaves["entitled_gpu_s"].sum()
     strict = np.minimum(leaves["delivered_gpu_s"], leaves["entitled_gpu_s"]).sum() / entitled if entitled else 1.0
     summary = {
-        "jobs": int(len(table)),
+        "jobs": len(table),
         "availability": healthy / (window.capacity * window.span_s),
         "occupancy": held_s.sum() / healthy,
         "occupancy_funded": held_s[funded].sum() / healthy,
@@ -203,7 +203,7 @@ def summarise(events: pd.DataFrame, trace: pd.DataFrame, tree: BudgetTree, windo
         "impact": float(got.sum() / owed.sum()) if owed.sum() else 1.0,
         "impact_strict": float(strict),
         "unallocated_share": held_s[~funded].sum() / held_s.sum() if held_s.sum() else 0.0,
-        "preemptions": int(len(preempts)),
+        "preemptions": len(preempts),
         "lost_gpu_hours": _lost_gpu_s(att, window) / 3600.0,
         "jain": jain(got[owed > 0] / owed[owed > 0]),
         "requested_ratio": _requested_ratio(table, window, gpus_per_node),

@@ -73,13 +73,15 @@ class SimResult:
         return out
 
 
-def simulate(config: SimConfig = SimConfig(), trace: pd.DataFrame | None = None,
+def simulate(config: SimConfig | None = None, trace: pd.DataFrame | None = None,
              budgets: BudgetTree | None = None, policy: Policy | None = None) -> SimResult:
     """Replay a trace (or the synthetic workload of ``config``) under ``config.policy``.
 
     ``policy`` overrides the registered policy with an instance (a researcher's draft, or a
-    test oracle); ``config.policy`` then only names the run.
+    test oracle); ``config.policy`` then only names the run. Without ``config``, the default
+    scenario (``SimConfig()``).
     """
+    config = config or SimConfig()
     if trace is None:
         workload = generate(config.generator())
         trace, tree = workload.trace, budgets or workload.tree

@@ -75,7 +75,7 @@ def validate_trace(
         if col not in df.columns:
             df[col] = default
     out = df.copy()
-    check = lambda c: _Check(c, source, row_base)  # noqa: E731 - a tiny local constructor
+    check = lambda c: _Check(c, source, row_base)
     out["job_id"] = _ids(df, check("job_id"))
     for col in ("user", "project", "kind"):
         out[col] = _text(df, col)

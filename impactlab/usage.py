@@ -47,7 +47,9 @@ class WindowUsage:
     def usage(self, t: float) -> np.ndarray:
         """Windowed usage of every leaf at time ``t``."""
         start = t - self.window_s
-        return np.array([self.cumulative(i, t) - self.cumulative(i, start) for i in range(len(self.rate))])
+        return np.array([self.cumulative(i, t) - self.cumulative(i, start)
+                         if len(self._times[i]) > 1 or self.rate[i] else 0.0
+                         for i in range(len(self.rate))])
 
 
 class DecayedUsage:

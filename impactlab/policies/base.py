@@ -28,6 +28,7 @@ from ..budgets import BudgetTree
 from ..cluster import Cluster
 from ..events import Job
 
+
 class PolicyError(RuntimeError):
     """A policy asked for something impossible (a bug in the policy)."""
 
@@ -45,8 +46,9 @@ class Scheduler(Protocol):
     started_at: list[float]
     protected_until: list[float]
     shielded: list[bool]  # protected right now (cleared by the event that ends protection)
-    fresh: set[int]  # started in the current pass; never preempted in the same pass
+    fresh: set[int]  # started in the current pass
     epoch: int  # changes whenever GPUs are freed or a protection ends
+    last_start_s: float  # time of the latest start; jobs started at ``now`` are not yet victims
 
     def protected(self, j: int) -> bool:
         """True while job ``j``'s current attempt is protected from preemption (``shielded[j]``)."""

@@ -95,7 +95,7 @@ class FairQueues:
             for leaf in fair.order:
                 queue = queues.get((boosted, leaf))
                 if queue is not None and queue.live and (make_room or queue.sizes[0] <= cluster.largest_fit()):
-                    drain(queue, sched, make_room)
+                    drain(queue, sched, make_room, larger_no_easier=False)
         for boosted in lanes:
             queue = queues.get((boosted, UNALLOCATED))
             if queue is not None and queue.live and queue.sizes[0] <= cluster.largest_fit():

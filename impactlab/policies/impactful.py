@@ -31,10 +31,6 @@ class Impactful(BasePolicy):
     # breaking up a large gang for a small job wastes the rest of it and the gang then
     # struggles to find whole nodes again (fragmentation). inf = no limit.
     max_victim_ratio: float = 1.0
-    # A multi-node gang whose search for victims failed searches again after this long at
-    # the earliest (like Slurm's backfill interval): clearing whole nodes is rarely possible
-    # from one event to the next, and the search is the costliest step of a pass.
-    gang_retry_s: float = 60.0
 
     def setup(self, ctx: Context) -> None:
         """Build the fair-share state, the lanes and the victim indexes."""
@@ -109,11 +105,13 @@ class Impactful(BasePolicy):
         """Preempt eligible victims so that funded job ``j`` fits; True if it now does."""
         job = sched.jobs[j]
         key = (job.leaf, job.gpus)
-        if not sched.cluster.could_free(job.gpus) or self.memo.known(key, sched) or self._hopeless(sched, job):
+        if self.memo.known(key, sched):
             return False
-        victims = choose_victims(sched, j, self.candidates(sched, j), self._accepts(sched, j))
+        victims = None
+        if sched.cluster.could_free(job.gpus) and not self._hopeless(sched, job):
+            victims = choose_victims(sched, j, self.candidates(sched, j), self._accepts(sched, j))
         if victims is None:
-            self.memo.record(key, sched, self.gang_retry_s if job.n_nodes > 1 else 0.0)
+            self.memo.record(key, sched)
             return False
         for v in victims:
             sched.preempt(v, j)
@@ -131,25 +129,26 @@ class Impactful(BasePolicy):
         return self._least_blocked[1] > sched.cluster.gpus_per_node - job.gpus
 
     def candidates(self, sched: Scheduler, j: int) -> Iterator[int]:
-        """Preemptible running jobs in preference order: unallocated newest first, then funded
-        on the most over-served side of the lowest common ancestor, newest first."""
-        fresh, shielded = sched.fresh, sched.shielded
+        """Preemptible running jobs in preference order: unallocated, the most recently started
+        first; then funded on the most over-served side of the lowest common ancestor, newest
+        first. A job started at this very instant is never a victim."""
+        now, started, shielded = sched.now, sched.started_at, sched.shielded
         for v in reversed(self.unfunded_running):
-            if v not in fresh and not shielded[v]:
+            if started[v] < now and not shielded[v]:
                 yield v
-        leaf, started, jobs, fair = sched.jobs[j].leaf, sched.started_at, sched.jobs, self.fair
+        leaf, jobs, fair = sched.jobs[j].leaf, sched.jobs, self.fair
         largest = self.max_victim_ratio * sched.jobs[j].held
         funded = []
         for v in self.funded_running:
-            if v in fresh or shielded[v] or jobs[v].held > largest:
-                continue  # started in this pass, protected, or a gang too large to break up
+            if started[v] >= now or shielded[v] or jobs[v].held > largest:
+                continue  # started at this instant, protected, or a gang too large to break up
             sides = fair.split(leaf, jobs[v].leaf)
             if sides is not None:
                 funded.append((-fair.served(sides[1]), -started[v], -v))
         for t in sorted(funded):
             yield -t[-1]
 
-    def _accepts(self, sched: Scheduler, j: int):  # noqa: ANN202 - returns a victims.Accept
+    def _accepts(self, sched: Scheduler, j: int):
         """No ping-pong: after the swap, ``j``'s side must be no better served than the victim's."""
         jobs, fair, job = sched.jobs, self.fair, sched.jobs[j]
         freed: dict[int, int] = {}  # funded GPUs taken from each tree node by accepted victims

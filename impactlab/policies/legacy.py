@@ -9,8 +9,8 @@ from typing import ClassVar
 
 from ..events import Job
 from .base import BasePolicy, Context, Scheduler
-from .queues import PassGate, SizeQueues, drain
-from .victims import choose_victims
+from .queues import FailMemo, PassGate, SizeQueues, drain
+from .victims import choose_victims, could_fit
 
 
 @dataclass
@@ -26,9 +26,11 @@ class Legacy(BasePolicy):
         self.gate = PassGate()
         levels = max((job.priority for job in ctx.jobs), default=0) - min((job.priority for job in ctx.jobs), default=0)
         self.low = min((job.priority for job in ctx.jobs), default=0)
-        # Running preemptible jobs per priority level: the only possible victims.
-        self.victims_at: list[set[int]] = [set() for _ in range(levels + 1)]
-        self.gpus_at = [0] * (levels + 1)
+        # Running preemptible jobs per priority level, in start order: the only possible victims.
+        self.victims_at: list[dict[int, None]] = [{} for _ in range(levels + 1)]
+        # below[L][n]: GPUs on node n of preemptible jobs of a level lower than L (their victims).
+        self.below = [[0] * (ctx.capacity // ctx.gpus_per_node) for _ in range(levels + 1)]
+        self.memo = FailMemo()
 
     def protection_s(self, job: Job) -> float:
         """Jobs that opted out of preemption are never preempted; the rest have no contract."""
@@ -48,35 +50,46 @@ class Legacy(BasePolicy):
         """Track preemptible running jobs by level."""
         job = self.ctx.jobs[j]
         if job.preemptible:
-            self.victims_at[job.priority - self.low].add(j)
-            self.gpus_at[job.priority - self.low] += job.held
+            self.victims_at[job.priority - self.low][j] = None
+            self._count(job, +1)
+            self.memo.changed()
 
     def on_stop(self, j: int, now: float) -> None:
         """Forget a stopped job."""
         job = self.ctx.jobs[j]
         if job.preemptible:
-            self.victims_at[job.priority - self.low].discard(j)
-            self.gpus_at[job.priority - self.low] -= job.held
+            del self.victims_at[job.priority - self.low][j]
+            self._count(job, -1)
+
+    def _count(self, job: Job, sign: int) -> None:
+        per_node = sign * (job.gpus if job.n_nodes == 1 else self.ctx.gpus_per_node)
+        for counts in self.below[job.priority - self.low + 1:]:
+            for n in self.ctx.view.nodes[job.idx]:
+                counts[n] += per_node
 
     def schedule(self, now: float, sched: Scheduler) -> None:
         """Start jobs by priority; a blocked job preempts lower-priority preemptible work."""
         if self.gate.skip(sched):
             return
+        self.memo.begin_pass()
         drain(self.queue, sched, lambda j: self.make_room(sched, j))
         self.gate.done(sched)
 
     def make_room(self, sched: Scheduler, j: int) -> bool:
-        """Preempt the lowest-priority, newest preemptible jobs below ``j``'s priority."""
+        """Preempt preemptible jobs below ``j``'s priority: lowest level first, and within a
+        level the most recently started first; never a job started at this very instant."""
         job, level = sched.jobs[j], sched.jobs[j].priority - self.low
-        if sum(self.gpus_at[:level]) + sched.cluster.free_total < job.gpus:
+        key = (job.priority, job.gpus)
+        if self.memo.known(key, sched):
             return False
-        ranked = sorted(
-            (sched.jobs[v].priority, -sched.started_at[v], -v, v)
-            for lower in self.victims_at[:level]
-            for v in lower
-            if v not in sched.fresh
-        )
-        victims = choose_victims(sched, j, [t[-1] for t in ranked], lambda v, chosen: True)
-        for v in victims or ():
+        if not could_fit(sched.cluster.free, self.below[level], job.gpus, sched.cluster.gpus_per_node):
+            return False
+        now, started = sched.now, sched.started_at
+        ranked = (v for lower in self.victims_at[:level] for v in reversed(lower) if started[v] < now)
+        victims = choose_victims(sched, j, ranked, lambda v, chosen: True)
+        if victims is None:
+            self.memo.record(key, sched)
+            return False
+        for v in victims:
             sched.preempt(v, j)
-        return victims is not None
+        return True

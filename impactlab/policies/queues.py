@@ -2,9 +2,10 @@
 
 A queue keeps one heap per gang size. A pass merges the heads of the sizes that are still
 worth trying, so it never sorts or scans all pending jobs. Once a job of g GPUs neither fits
-nor can preempt, every size >= g is skipped for the rest of the pass: any job behind it in
-the same queue is no easier to place (a larger gang needs more room, and a later job is not
-entitled to more victims), until a preemption frees more GPUs than it uses.
+nor can preempt, the rest of its size is skipped for the rest of the pass: a later job of the
+same queue and size is no easier to place. Where victims do not depend on the size (legacy),
+every size >= g is skipped too, since a larger gang needs more room. Both hold until a
+preemption frees more GPUs than it uses.
 """
 
 from __future__ import annotations
@@ -55,12 +56,14 @@ class SizeQueues:
         self.live.discard(j)
         return j
 
-    def best_head(self, limit: int) -> tuple[Key, int] | None:
-        """The smallest key among the heads of sizes below ``limit``, with its size."""
+    def best_head(self, limit: int, skip: set[int] | frozenset[int] = frozenset()) -> tuple[Key, int] | None:
+        """The smallest key among the heads of sizes below ``limit`` and not in ``skip``."""
         best: tuple[Key, int] | None = None
         for gpus in self.sizes:
             if gpus >= limit:
                 break
+            if gpus in skip:
+                continue
             key = self.head(gpus)
             if key is not None and (best is None or key < best[0]):
                 best = (key, gpus)
@@ -71,18 +74,23 @@ PreemptFn = Callable[[int], bool]
 NO_LIMIT = 1 << 62
 
 
-def drain(queue: SizeQueues, sched: Scheduler, make_room: PreemptFn | None = None) -> None:
+def drain(queue: SizeQueues, sched: Scheduler, make_room: PreemptFn | None = None,
+          larger_no_easier: bool = True) -> None:
     """Start jobs from ``queue`` in key order without head-of-line blocking.
 
     A job that does not fit asks ``make_room(j)`` to preempt for it (which returns True when
-    the job can now be placed with best fit). Stops when no size can make progress.
+    the job can now be placed with best fit). After a preemption the scan starts again from
+    the queue's first job, since the victims may have freed more than the job took. Stops when
+    no size can make progress. When a larger job may find victims a smaller one cannot
+    (``larger_no_easier=False``), a failure only skips jobs of the same size.
     """
     cluster = sched.cluster
     limit = NO_LIMIT
+    failed: set[int] = set()
     while queue.live:
         if make_room is None:
             limit = cluster.largest_fit() + 1  # without preemption, only what fits is worth a look
-        found = queue.best_head(limit)
+        found = queue.best_head(limit, failed)
         if found is None:
             return
         key, gpus = found
@@ -91,8 +99,12 @@ def drain(queue: SizeQueues, sched: Scheduler, make_room: PreemptFn | None = Non
         if nodes is None and make_room is not None and make_room(j):
             nodes = cluster.best_fit(gpus)
             limit = NO_LIMIT  # victims may have freed more than this job takes
+            failed.clear()
         if nodes is None:
-            limit = gpus
+            if larger_no_easier:
+                limit = gpus
+            else:
+                failed.add(gpus)
             continue
         queue.pop(gpus)
         sched.start(j, nodes)
@@ -112,13 +124,12 @@ class FailMemo:
     A search for a job of (queue, gpus) that failed stays failed while no GPU is freed and no
     protection ends (``sched.epoch``) and no possible victim or fair-share input changed
     (``version``: bumped by the policy on such changes, and when jobs started in one pass
-    become preemptible in the next). A policy may also put a failed search on hold for a
-    while (a retry interval), which is a decision of the policy, not an optimisation.
+    become preemptible in the next).
     """
 
     def __init__(self) -> None:
         self.version = 0
-        self.failed: dict[Hashable, tuple[int, int, float]] = {}
+        self.failed: dict[Hashable, tuple[int, int]] = {}
         self._started = False
 
     def changed(self) -> None:
@@ -133,20 +144,21 @@ class FailMemo:
             self._started = False
 
     def known(self, key: Hashable, sched: Scheduler) -> bool:
-        """True if this search already failed in the current state, or is still on hold."""
-        seen = self.failed.get(key)
-        return seen is not None and (seen[:2] == (sched.epoch, self.version) or sched.now < seen[2])
+        """True if this search already failed in the current state."""
+        return self.failed.get(key) == (sched.epoch, self.version)
 
-    def record(self, key: Hashable, sched: Scheduler, hold_s: float = 0.0) -> None:
-        """Remember a failed search; with ``hold_s``, do not retry it before that much time."""
-        self.failed[key] = (sched.epoch, self.version, sched.now + hold_s)
+    def record(self, key: Hashable, sched: Scheduler) -> None:
+        """Remember a failed search. A failure next to jobs started at this instant (not yet
+        victims) is not remembered: they become victims as soon as time moves on."""
+        if sched.last_start_s < sched.now:
+            self.failed[key] = (sched.epoch, self.version)
 
 
 class PassGate:
     """Skips a pass that provably changes nothing, so full clusters cost little per event.
 
-    A pass may be skipped when the cluster has no free GPU, the previous pass made no decision,
-    no GPU was freed and no protection ended since (``sched.epoch``), and no job that could
+    A pass may be skipped when the cluster has no free GPU, no job started at the previous
+    pass's instant, no GPU was freed and no protection ended since (``sched.epoch``), and no job that could
     preempt has joined the queue (``note``). Such a pass would retry the same failed searches.
     """
 
@@ -163,6 +175,7 @@ class PassGate:
         return not (self.news or refresh_due or sched.epoch != self.epoch or sched.cluster.free_total)
 
     def done(self, sched: Scheduler) -> None:
-        """Record the state a pass left; a pass that decided something is not settled."""
-        self.epoch = sched.epoch if not sched.fresh else -1
+        """Record the state a pass left. It is not settled if jobs started at this instant:
+        they become possible victims as soon as time moves on."""
+        self.epoch = sched.epoch if sched.last_start_s < sched.now else -1
         self.news = False

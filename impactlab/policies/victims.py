@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable
 
+from ..cluster import nodes_needed
 from .base import Scheduler
 
 Accept = Callable[[int, list[int]], bool]  # (victim, victims already chosen) -> still eligible?
@@ -55,3 +57,12 @@ def _trim(sched: Scheduler, chosen: list[int], target: list[int], need: int) -> 
         if all(room(trial, n) >= need for n in target):
             keep = trial
     return keep
+
+
+def could_fit(free: list[int], victim_gpus: list[int], gpus: int, gpus_per_node: int) -> bool:
+    """Whether preempting every possible victim (``victim_gpus`` per node) would make room for a
+    gang: a cheap test that rules out hopeless searches."""
+    if gpus <= gpus_per_node:
+        return max(map(operator.add, free, victim_gpus)) >= gpus
+    whole = sum(1 for room in map(operator.add, free, victim_gpus) if room >= gpus_per_node)
+    return whole >= nodes_needed(gpus, gpus_per_node)

@@ -1,0 +1,336 @@
+"""Reference scheduling passes kept as a test oracle (DESIGN.md section 5, STYLE.md "Tests").
+
+Every pass here sorts and scans everything, every time: it reads ``sched.pending`` and
+``sched.running`` afresh, places gangs by scanning every node and chooses victims from the
+written rules. Nothing is incremental, so each class is slow and obviously correct. The fast
+policies in ``impactlab.policies`` must produce the identical event log.
+
+Each oracle subclasses its fast policy only to inherit the knobs, the protection contract and
+the usage charging (``on_start``/``on_stop`` and ``FairTree``, which are not the incremental
+part); it replaces the queues and the pass. It does not use ``SizeQueues``, ``drain`` or
+``choose_victims``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from impactlab.cluster import best_fit_on
+from impactlab.policies import Context, Scheduler
+from impactlab.policies.fairshare import FairShare
+from impactlab.policies.fifo import Fifo
+from impactlab.policies.impactful import Impactful
+from impactlab.policies.legacy import Legacy
+
+UNALLOCATED = -1
+BOOSTED_KINDS = ("debug", "interactive")
+
+Accept = Callable[[int, list[int]], bool]  # (candidate, victims accepted so far) -> accept it?
+
+
+# ----- placement and victims, from the rules -------------------------------------------------
+def place(sched: Scheduler, j: int) -> tuple[int, ...] | None:
+    """Best fit for job ``j`` now, by scanning every node's free GPUs."""
+    cluster = sched.cluster
+    return best_fit_on(list(cluster.free), sched.jobs[j].gpus, cluster.gpus_per_node)
+
+
+def frees_per_node(sched: Scheduler, v: int) -> int:
+    """GPUs running job ``v`` gives back on each of its nodes (whole nodes if multi-node)."""
+    return min(sched.jobs[v].gpus, sched.cluster.gpus_per_node)
+
+
+def choose(sched: Scheduler, j: int, candidates: Iterable[int], accept: Accept) -> list[int] | None:
+    """Victims whose preemption lets job ``j`` be placed, in candidate order; None if none do."""
+    per, gpus = sched.cluster.gpus_per_node, sched.jobs[j].gpus
+    free = list(sched.cluster.free)
+    single = gpus <= per
+    k = 1 if single else -(-gpus // per)
+    freed = [0] * len(free)
+    whole = [] if single else sorted(n for n, f in enumerate(free) if f == per)
+    accepted: list[int] = []
+    target: list[int] | None = None
+    for v in candidates:
+        if not accept(v, accepted):
+            continue
+        accepted.append(v)
+        for n in sched.nodes[v]:
+            freed[n] += frees_per_node(sched, v)
+            if single and free[n] + freed[n] >= gpus:
+                target = [n]
+                break
+            if not single and free[n] + freed[n] == per:
+                whole.append(n)
+        if not single and len(whole) >= k:
+            target = whole[:k]
+        if target is not None:
+            break
+    if target is None:
+        return None
+    return trim(sched, accepted, target, gpus if single else per)
+
+
+def trim(sched: Scheduler, accepted: list[int], target: list[int], need: int) -> list[int]:
+    """Keep victims touching the target nodes, then drop, last first, those not needed."""
+    free = sched.cluster.free
+    kept = [v for v in accepted if any(n in target for n in sched.nodes[v])]
+
+    def room(victims: list[int], n: int) -> int:
+        return free[n] + sum(frees_per_node(sched, v) for v in victims if n in sched.nodes[v])
+
+    for v in reversed(kept.copy()):
+        rest = [u for u in kept if u != v]
+        if all(room(rest, n) >= need for n in target):
+            kept = rest
+    return kept
+
+
+def preempt_and_start(sched: Scheduler, j: int, victims: list[int]) -> None:
+    """Preempt ``victims`` for ``j`` in order, then start ``j`` on its best fit."""
+    for v in victims:
+        sched.preempt(v, j)
+    nodes = place(sched, j)
+    if nodes is None:
+        raise AssertionError(f"oracle: job {j} does not fit after preempting {victims}")
+    sched.start(j, nodes)
+
+
+def eligible(sched: Scheduler, v: int) -> bool:
+    """Running job ``v`` started before this instant and is not protected."""
+    return sched.started_at[v] < sched.now and not sched.protected(v)
+
+
+def scan_lane(lane: list[int], sched: Scheduler, make_room: Callable[[int], list[int] | None] | None) -> None:
+    """Try every job of one queue in order: start it if it fits, else (if allowed) preempt for
+    it. After a preemption the scan starts again from the queue's first job, since the
+    victims may have freed more than the job took."""
+    remaining = list(lane)
+    i = 0
+    while i < len(remaining):
+        j = remaining[i]
+        nodes = place(sched, j)
+        if nodes is not None:
+            sched.start(j, nodes)
+            del remaining[i]
+            continue
+        victims = make_room(j) if make_room is not None else None
+        if victims is None:
+            i += 1
+            continue
+        preempt_and_start(sched, j, victims)
+        del remaining[i]
+        i = 0
+
+
+class StartOrder:
+    """Counts starts, so that victims can be ordered by most recent start (ties at one instant
+    go to the one started last)."""
+
+    def __init__(self) -> None:
+        self.seq: dict[int, int] = {}
+        self.count = 0
+
+    def note(self, j: int) -> None:
+        """Job ``j`` just started."""
+        self.count += 1
+        self.seq[j] = self.count
+
+
+# ----- the passes ----------------------------------------------------------------------------
+class FifoOracle(Fifo):
+    """``fifo``: heads in index order while they fit; EASY backfill around the head's
+    reservation."""
+
+    def enqueue(self, j: int, now: float) -> None:
+        """No queue: the pass reads ``sched.pending``."""
+
+    def dequeue(self, j: int, now: float) -> None:
+        """No queue."""
+
+    def schedule(self, now: float, sched: Scheduler) -> None:
+        """Start the lowest-index pending job while it fits; then backfill."""
+        while sched.pending:
+            head = min(sched.pending)
+            nodes = place(sched, head)
+            if nodes is None:
+                break
+            sched.start(head, nodes)
+        if self.backfill and len(sched.pending) >= 2:
+            self.backfill_pass(now, sched)
+
+    def backfill_pass(self, now: float, sched: Scheduler) -> None:
+        """Later jobs start if they end before the head's shadow time or avoid its nodes."""
+        queue = sorted(sched.pending)
+        shadow_s, reserved = self.reservation(sched, queue[0])
+        for j in queue[1 : 1 + self.backfill_depth]:
+            if sum(sched.cluster.free) == 0:
+                return
+            nodes = place(sched, j)
+            if nodes is None:
+                continue
+            if now + sched.work_left(j) <= shadow_s or not set(nodes) & reserved:
+                sched.start(j, nodes)
+
+    @staticmethod
+    def reservation(sched: Scheduler, head: int) -> tuple[float, set[int]]:
+        """Release running jobs by (expected end, index) on a copy until the head fits."""
+        per = sched.cluster.gpus_per_node
+        free = list(sched.cluster.free)
+        for v in sorted(sched.running, key=lambda v: (sched.expected_end(v), v)):
+            for n in sched.nodes[v]:
+                free[n] += frees_per_node(sched, v)
+            nodes = best_fit_on(free, sched.jobs[head].gpus, per)
+            if nodes is not None:
+                return sched.expected_end(v), set(nodes)
+        return float("inf"), set()
+
+
+class LegacyOracle(Legacy):
+    """``legacy``: by (-priority, index); a blocked job preempts lower-priority preemptible work."""
+
+    def enqueue(self, j: int, now: float) -> None:
+        """No queue: the pass reads ``sched.pending``."""
+
+    def dequeue(self, j: int, now: float) -> None:
+        """No queue."""
+
+    def setup(self, ctx: Context) -> None:
+        """The fast policy's state (for its charging hooks) and a start counter."""
+        super().setup(ctx)
+        self.order = StartOrder()
+
+    def on_start(self, j: int, now: float) -> None:
+        """Remember the start order."""
+        super().on_start(j, now)
+        self.order.note(j)
+
+    def schedule(self, now: float, sched: Scheduler) -> None:
+        """Scan every pending job in priority order; no head-of-line blocking."""
+        jobs = sched.jobs
+        lane = sorted(sched.pending, key=lambda j: (-jobs[j].priority, j))
+        scan_lane(lane, sched, lambda j: choose(sched, j, self.victim_candidates(sched, j), lambda v, c: True))
+
+    def victim_candidates(self, sched: Scheduler, j: int) -> list[int]:
+        """Preemptible running jobs below ``j``'s priority: lowest priority, then the most
+        recently started first."""
+        jobs, prio = sched.jobs, sched.jobs[j].priority
+        found = [v for v in sched.running if jobs[v].preemptible and jobs[v].priority < prio
+                 and sched.started_at[v] < sched.now]
+        return sorted(found, key=lambda v: (jobs[v].priority, -self.order.seq[v]))
+
+
+def fair_lanes(pending: Iterable[int], sched: Scheduler, order: list[int],
+               boost: bool) -> list[int]:
+    """Pending jobs in pass order: funded by leaf rank then index, then unallocated by index;
+    with ``boost``, debug/interactive jobs go first within the funded and unallocated tiers."""
+    jobs = sched.jobs
+    rank = {leaf: r for r, leaf in enumerate(order)}
+
+    def key(j: int) -> tuple[bool, bool, int, int]:
+        job = jobs[j]
+        funded = job.leaf != UNALLOCATED
+        boosted = boost and job.kind in BOOSTED_KINDS
+        return (not funded, not boosted, rank[job.leaf] if funded else 0, j)
+
+    return sorted(pending, key=key)
+
+
+def lanes_of(ordered: list[int], sched: Scheduler, boost: bool) -> list[list[int]]:
+    """Split the pass order into its queues: one per (boosted, leaf), in order."""
+    lanes: dict[tuple[bool, int], list[int]] = {}
+    for j in ordered:
+        job = sched.jobs[j]
+        lanes.setdefault((boost and job.kind in BOOSTED_KINDS, job.leaf), []).append(j)
+    return list(lanes.values())
+
+
+class FairShareOracle(FairShare):
+    """``fairshare``: funded jobs by Fair Tree leaf rank, then unallocated; start what fits."""
+
+    def enqueue(self, j: int, now: float) -> None:
+        """No queue: the pass reads ``sched.pending``."""
+
+    def dequeue(self, j: int, now: float) -> None:
+        """No queue."""
+
+    def schedule(self, now: float, sched: Scheduler) -> None:
+        """Scan every pending job once in lane order; never preempt."""
+        self.fair.refresh(now)
+        for j in fair_lanes(sched.pending, sched, self.fair.order, boost=False):
+            nodes = place(sched, j)
+            if nodes is not None:
+                sched.start(j, nodes)
+
+
+class ImpactfulOracle(Impactful):
+    """``impactful``: lanes by Fair Tree rank; funded jobs preempt eligible victims; unallocated
+    jobs only backfill."""
+
+    def enqueue(self, j: int, now: float) -> None:
+        """No queue: the pass reads ``sched.pending``."""
+
+    def dequeue(self, j: int, now: float) -> None:
+        """No queue."""
+
+    def setup(self, ctx: Context) -> None:
+        """The fast policy's state (for its charging hooks) and a start counter."""
+        super().setup(ctx)
+        self.order = StartOrder()
+
+    def on_start(self, j: int, now: float) -> None:
+        """Remember the start order."""
+        super().on_start(j, now)
+        self.order.note(j)
+
+    def schedule(self, now: float, sched: Scheduler) -> None:
+        """Scan every queue in lane order; a funded job that does not fit preempts."""
+        self.fair.refresh(now)
+        ordered = fair_lanes(sched.pending, sched, self.fair.order, self.boost_interactive)
+        for lane in lanes_of(ordered, sched, self.boost_interactive):
+            funded = sched.jobs[lane[0]].leaf != UNALLOCATED
+            scan_lane(lane, sched, (lambda j: self.make_room_for(sched, j)) if funded else None)
+
+    def make_room_for(self, sched: Scheduler, j: int) -> list[int] | None:
+        """Victims for funded job ``j``, or None."""
+        return choose(sched, j, self.victim_candidates(sched, j), self.no_ping_pong(sched, j))
+
+    def victim_candidates(self, sched: Scheduler, j: int) -> list[int]:
+        """Unallocated, most recently started first; then funded jobs of other leaves holding at
+        most ``max_victim_ratio`` x the job's GPUs, most over-served side (of the lowest common
+        ancestor) first, newest first."""
+        jobs, fair, leaf = sched.jobs, self.fair, sched.jobs[j].leaf
+        largest = self.max_victim_ratio * sched.jobs[j].held
+        running = [v for v in sched.running if eligible(sched, v)]
+        unallocated = [v for v in running if jobs[v].leaf == UNALLOCATED]
+        funded = [v for v in running if jobs[v].leaf not in (UNALLOCATED, leaf) and jobs[v].held <= largest]
+
+        def served_side(v: int) -> float:
+            return fair.served(fair.split(leaf, jobs[v].leaf)[1])
+
+        unallocated.sort(key=lambda v: -self.order.seq[v])
+        funded.sort(key=lambda v: (-served_side(v), -sched.started_at[v], -v))
+        return unallocated + funded
+
+    def no_ping_pong(self, sched: Scheduler, j: int) -> Accept:
+        """After the swap, ``j``'s side must be no better served than the victim's side."""
+        jobs, fair, job = sched.jobs, self.fair, sched.jobs[j]
+
+        def accept(v: int, accepted: list[int]) -> bool:
+            if jobs[v].leaf == UNALLOCATED:
+                return True
+            mine, theirs = fair.split(job.leaf, jobs[v].leaf)
+            gone = [jobs[u] for u in [*accepted, v] if jobs[u].leaf != UNALLOCATED]
+            mine_held = sum(u.held for u in gone if mine in fair.paths[u.leaf])
+            theirs_held = sum(u.held for u in gone if theirs in fair.paths[u.leaf])
+            return fair.served(mine, job.held - mine_held) <= fair.served(theirs, -theirs_held)
+
+        return accept
+
+
+#: Registered policy name -> its oracle (every registered policy needs one).
+ORACLES: dict[str, type] = {
+    "fifo": FifoOracle,
+    "legacy": LegacyOracle,
+    "fairshare": FairShareOracle,
+    "impactful": ImpactfulOracle,
+}

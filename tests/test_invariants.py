@@ -1,0 +1,625 @@
+"""Invariants of every registered policy, checked on the event log (STYLE.md "Tests").
+
+Traces are synthetic Ai2-like ones from the generator (every rule checks each of them) and
+random ones in the schema (``conftest.traces``, drawn by hypothesis), replayed on clusters of
+several shapes under every policy in ``REGISTRY`` (a new policy is covered automatically) and a
+few knob variants. Each test name states one rule, checked by replaying ``result.events`` in
+log order.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from functools import cache, cached_property
+from itertools import pairwise
+
+import pandas as pd
+import pytest
+from conftest import DAY_S, small_tree, traces
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from impactlab import REGISTRY, SimConfig, make_policy, simulate
+from impactlab.cluster import held_gpus, nodes_needed
+from impactlab.events import jobs_from_trace
+
+# ----- what is run ---------------------------------------------------------------------------
+Knobs = tuple[tuple[str, object], ...]
+
+#: Every registered policy with its defaults, plus knob variants that change behaviour.
+VARIANTS: list[tuple[str, Knobs]] = [(name, ()) for name in sorted(REGISTRY)] + [
+    ("fifo", (("backfill", True),)),
+    ("impactful", (("boost_interactive", False),)),
+    ("impactful", (("max_victim_ratio", math.inf),)),
+    ("impactful", (("protect_unallocated", True),)),
+    ("impactful", (("cap_hours", 0.5), ("refresh_s", 60.0))),
+    ("impactful", (("half_life_days", 0.25),)),
+]
+VARIANT_IDS = [name + "".join(f"-{k}={v}" for k, v in knobs) for name, knobs in VARIANTS]
+
+SHAPES = [(16, 8), (32, 8), (64, 8), (16, 4)]  # (GPUs, GPUs per node)
+
+#: Synthetic traces: (gpus, gpus_per_node, days, demand, seed).
+GENERATED = [
+    (16, 8, 3.0, 3.0, 1),
+    (32, 8, 2.0, 2.5, 2),
+    (64, 8, 1.0, 2.0, 3),
+    (16, 4, 2.0, 2.5, 4),
+    (16, 8, 1.0, 1.2, 5),
+    (32, 8, 1.5, 3.0, 6),
+    (64, 8, 1.5, 2.5, 7),
+    (16, 4, 3.0, 1.5, 8),
+]
+
+CODES = {
+    "submit": "S",
+    "start": "R",
+    "preempt": "P",
+    "fail": "F",
+    "requeue": "Q",
+    "finish": "D",
+    "withdraw": "W",
+}
+# submit, then attempts interrupted by a preemption or failure (each followed at once by a
+# requeue), then optionally a last attempt (still running, or finished) or a withdrawal from
+# the queue. Withdrawal happens only to a pending job.
+LIFECYCLE = re.compile(r"S(R[PF]Q)*(RD?|W)?")
+END_EVENTS = ("finish", "preempt", "fail")
+TOL = 1e-6
+
+
+def close(a: float, b: float) -> bool:
+    """Equal within a relative tolerance of 1e-6 (absolute for values below 1)."""
+    return abs(a - b) <= TOL * max(1.0, abs(a), abs(b))
+
+
+@dataclass(frozen=True)
+class RandomInputs:
+    """A random trace and the cluster it runs on."""
+
+    gpus: int
+    per: int
+    horizon_s: float
+    overhead_s: float
+    trace: pd.DataFrame
+
+    def __repr__(self) -> str:  # printed by hypothesis on failure: enough to reproduce
+        rows = self.trace.to_dict("records")
+        return (
+            f"RandomInputs(gpus={self.gpus}, per={self.per}, horizon_s={self.horizon_s}, "
+            f"overhead_s={self.overhead_s}, trace=pd.DataFrame({rows!r}))"
+        )
+
+    def config(self, policy: str, knobs: Knobs) -> SimConfig:
+        """The run's config; the reporting window is the whole horizon."""
+        return SimConfig(
+            policy=policy,
+            gpus=self.gpus,
+            gpus_per_node=self.per,
+            days=self.horizon_s / DAY_S,
+            warmup_days=0.0,
+            restart_overhead_s=self.overhead_s,
+            policy_knobs=dict(knobs),
+        )
+
+    def simulate(self, policy: str, knobs: Knobs):
+        """Run it."""
+        return simulate(self.config(policy, knobs), trace=self.trace, budgets=small_tree())
+
+
+@st.composite
+def random_inputs(draw) -> RandomInputs:
+    """A random trace on a random cluster shape."""
+    gpus, per = draw(st.sampled_from(SHAPES))
+    horizon_s = draw(st.sampled_from([6 * 3600.0, 12 * 3600.0]))
+    overhead_s = draw(st.sampled_from([0.0, 60.0]))
+    return RandomInputs(gpus, per, horizon_s, overhead_s, draw(traces(gpus, per, horizon_s)))
+
+
+def generated_config(policy: str, knobs: Knobs, key: tuple) -> SimConfig:
+    """Config of a run on a synthetic trace."""
+    gpus, per, days, demand, seed = key
+    return SimConfig(
+        policy=policy,
+        gpus=gpus,
+        gpus_per_node=per,
+        days=days,
+        demand=demand,
+        seed=seed,
+        policy_knobs=dict(knobs),
+    )
+
+
+@cache
+def generated_run(policy: str, knobs: Knobs, key: tuple) -> Run:
+    """A run on a synthetic trace (shared by all tests; nothing mutates it)."""
+    return Run(simulate(generated_config(policy, knobs, key)), policy, knobs)
+
+
+def run_of(variant: tuple[str, Knobs], case: RandomInputs | tuple) -> Run:
+    """Simulate ``case`` under ``variant``."""
+    policy, knobs = variant
+    if isinstance(case, tuple):
+        return generated_run(policy, knobs, case)
+    return Run(case.simulate(policy, knobs), policy, knobs)
+
+
+def drift_case() -> RandomInputs:
+    """Two arrivals where 2048.8 + (10241.1 - 2048.8) != 10241.1 in floating point: the second
+    must still be logged at 10241.1 (a clock that adds relative delays drifts)."""
+    trace = pd.DataFrame(
+        [
+            {"job_id": "a", "submit_s": 2048.8, "gpus": 1, "duration_s": 1.0},
+            {"job_id": "b", "submit_s": 10241.1, "gpus": 1, "duration_s": 1.0},
+        ]
+    )
+    return RandomInputs(16, 8, 6 * 3600.0, 0.0, trace)
+
+
+#: Cases every rule checks first: each synthetic trace (its runs are cached), then fixed cases.
+EXAMPLES: list[RandomInputs | tuple] = [*GENERATED, drift_case()]
+
+
+def rule(
+    max_examples: int = 10,
+    policies: tuple[str, ...] | None = None,
+    knobs: bool = True,
+):
+    """A rule over the synthetic traces, random traces and every variant (or those of
+    ``policies``; ``knobs=False`` keeps only the default knobs)."""
+    chosen = [
+        (v, i)
+        for v, i in zip(VARIANTS, VARIANT_IDS)
+        if (policies is None or v[0] in policies) and (knobs or not v[1])
+    ]
+
+    def wrap(fn):
+        fn = given(case=random_inputs())(fn)
+        for case in EXAMPLES:
+            fn = example(case=case)(fn)
+        fn = settings(
+            max_examples=max_examples,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        )(fn)
+        return pytest.mark.parametrize(
+            "variant", [v for v, _ in chosen], ids=[i for _, i in chosen]
+        )(fn)
+
+    return wrap
+
+
+# ----- the log, replayed -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Attempt:
+    """One run attempt: its start event and the event that ended it (None if still running)."""
+
+    start: tuple
+    end: tuple | None
+
+    @property
+    def length_s(self) -> float:
+        """Seconds from start to end (the attempt must have ended)."""
+        return self.end.t_s - self.start.t_s
+
+    @property
+    def progress_s(self) -> float:
+        """Work the attempt kept: time after its restart overhead (none if it was interrupted
+        during the overhead), minus the progress it lost."""
+        return max(0.0, self.length_s - self.start.overhead_s) - self.end.lost_s
+
+
+class Run:
+    """A simulation result with its log split per job."""
+
+    def __init__(self, result, policy: str, knobs: Knobs):
+        self.result, self.policy, self.knobs = result, policy, dict(knobs)
+        cfg = result.config
+        self.per, self.capacity, self.n_nodes = cfg.gpus_per_node, cfg.gpus, cfg.nodes
+        self.horizon_s, self.overhead_s = cfg.horizon_s, cfg.restart_overhead_s
+        self.events = list(result.events.itertuples(index=False))
+        self.by_job: dict[str, list] = defaultdict(list)
+        for e in self.events:
+            self.by_job[e.job_id].append(e)
+        self.rows = {r.job_id: r for r in result.trace.itertuples(index=False)}
+        self.funded = {jid: r.project in result.tree.leaf_of for jid, r in self.rows.items()}
+
+    def __repr__(self) -> str:
+        return f"Run({self.policy}, {self.knobs}, {len(self.events)} events)"
+
+    @cached_property
+    def attempts(self) -> dict[str, list[Attempt]]:
+        """Attempts per job, pairing each start with the next end event of the job."""
+        out: dict[str, list[Attempt]] = defaultdict(list)
+        for jid, evs in self.by_job.items():
+            start = None
+            for e in evs:
+                if e.event == "start":
+                    start = e
+                elif e.event in END_EVENTS:
+                    out[jid].append(Attempt(start, e))
+                    start = None
+            if start is not None:
+                out[jid].append(Attempt(start, None))
+        return out
+
+    @cached_property
+    def contract_s(self) -> dict[str, float]:
+        """The policy's own protection for each job (what the engine enforces)."""
+        policy = make_policy(self.policy, **self.knobs)
+        tree = self.result.tree
+        return {
+            j.job_id: policy.protection_s(j)
+            for j in jobs_from_trace(self.result.trace, tree.leaf_of, self.per)
+        }
+
+    def preemptions(self) -> list[tuple]:
+        """(preempt event, victim row, beneficiary row) for every preemption."""
+        out = []
+        for e in self.events:
+            if e.event == "preempt":
+                by = e.detail.removeprefix("by=")
+                assert e.detail.startswith("by=") and by in self.rows, f"bad preempt detail {e}"
+                out.append((e, self.rows[e.job_id], self.rows[by]))
+        return out
+
+    def instants(self):
+        """Replay: yield (t, free GPUs per node, pending job ids, events of t) at the end of
+        every instant at which something happened."""
+        free = [self.per] * self.n_nodes
+        pending: set[str] = set()
+        k = 0
+        while k < len(self.events):
+            t = self.events[k].t_s
+            batch = []
+            while k < len(self.events) and self.events[k].t_s == t:
+                e = self.events[k]
+                batch.append(e)
+                share = e.gpus // max(1, len(parse_nodes(e.nodes)))
+                if e.event == "start":
+                    for n in parse_nodes(e.nodes):
+                        free[n] -= share
+                    pending.discard(e.job_id)
+                elif e.event in END_EVENTS:
+                    for n in parse_nodes(e.nodes):
+                        free[n] += share
+                elif e.event in ("submit", "requeue"):
+                    pending.add(e.job_id)
+                elif e.event == "withdraw":
+                    pending.discard(e.job_id)
+                k += 1
+            yield t, list(free), set(pending), batch
+
+
+def parse_nodes(text: str) -> list[int]:
+    """Node ids of the ``nodes`` column."""
+    return [int(x) for x in text.split(",")] if text else []
+
+
+def best_fit(free: list[int], gpus: int, per: int) -> tuple[int, ...] | None:
+    """Expected placement by the rule (DESIGN.md section 2), by scanning."""
+    if gpus <= per:
+        fits = [(f, n) for n, f in enumerate(free) if f >= gpus]
+        return (min(fits)[1],) if fits else None
+    whole = [n for n, f in enumerate(free) if f == per]
+    need = math.ceil(gpus / per)
+    return tuple(whole[:need]) if len(whole) >= need else None
+
+
+# ----- cluster ---------------------------------------------------------------------------------
+@rule(max_examples=12)
+def test_gpus_in_use_never_exceed_node_or_cluster_capacity(variant, case):
+    run = run_of(variant, case)
+    used = [0] * run.n_nodes
+    down: set[int] = set()
+    holding: dict[str, list[int]] = {}
+    for k, e in enumerate(run.events):
+        nodes = parse_nodes(e.nodes)
+        if e.event == "start":
+            gpus = run.rows[e.job_id].gpus
+            assert e.gpus == held_gpus(gpus, run.per), f"start holds the wrong GPU count: {e}"
+            assert len(nodes) == nodes_needed(gpus, run.per) == len(set(nodes)), (
+                f"bad gang placement: {e}"
+            )
+            assert all(0 <= n < run.n_nodes and n not in down for n in nodes), (
+                f"placed on a bad node: {e}"
+            )
+            for n in nodes:
+                used[n] += e.gpus // len(nodes)
+            holding[e.job_id] = nodes
+        elif e.event in END_EVENTS:
+            assert nodes == holding.pop(e.job_id), f"{e.event} on other nodes than its start: {e}"
+            for n in nodes:
+                used[n] -= e.gpus // len(nodes)
+        elif e.event in ("node_down", "node_up"):
+            for n in nodes:
+                (down.add if e.event == "node_down" else down.discard)(n)
+        assert all(0 <= u <= run.per for u in used), f"node over capacity after {e}: {used}"
+        assert sum(used) <= run.capacity
+        if k + 1 == len(run.events) or run.events[k + 1].t_s != e.t_s:  # end of an instant
+            assert not [n for n in down if used[n]], (
+                f"t={e.t_s}: jobs still running on a node that is down"
+            )
+
+
+@rule(max_examples=10)
+def test_every_start_is_a_best_fit_placement(variant, case):
+    run = run_of(variant, case)
+    free = [run.per] * run.n_nodes
+    for e in run.events:
+        nodes = parse_nodes(e.nodes)
+        if e.event == "start":
+            expected = best_fit(free, run.rows[e.job_id].gpus, run.per)
+            assert tuple(nodes) == expected, f"{e}: expected nodes {expected} with free GPUs {free}"
+            for n in nodes:
+                free[n] -= e.gpus // len(nodes)
+        elif e.event in END_EVENTS:
+            for n in nodes:
+                free[n] += e.gpus // len(nodes)
+
+
+# ----- lifecycle -------------------------------------------------------------------------------
+@rule(max_examples=12)
+def test_each_job_follows_the_lifecycle_grammar(variant, case):
+    run = run_of(variant, case)
+    for jid, evs in run.by_job.items():
+        word = "".join(CODES[e.event] for e in evs)
+        assert LIFECYCLE.fullmatch(word), f"job {jid}: {[e.event for e in evs]}"
+        for a, b in pairwise(evs):
+            assert a.t_s <= b.t_s, f"job {jid}: events out of time order"
+            if b.event == "requeue":
+                assert b.t_s == a.t_s, f"job {jid}: requeued later than it was interrupted"
+
+
+@rule(max_examples=8)
+def test_event_log_is_in_time_order(variant, case):
+    run = run_of(variant, case)
+    times = [e.t_s for e in run.events]
+    assert times == sorted(times)
+    assert all(0 <= t < run.horizon_s for t in times)
+
+
+@rule(max_examples=10)
+def test_every_submitted_job_has_exactly_one_submit_event_at_its_submit_time(variant, case):
+    run = run_of(variant, case)
+    submits = [e for e in run.events if e.event == "submit"]
+    expected = {jid for jid, r in run.rows.items() if r.submit_s < run.horizon_s}
+    assert sorted(e.job_id for e in submits) == sorted(expected)
+    assert set(run.by_job) == expected, "events for a job that was never submitted"
+    for e in submits:
+        assert e.t_s == run.rows[e.job_id].submit_s
+
+
+@rule(max_examples=10)
+def test_no_job_starts_before_it_is_submitted_or_requeued(variant, case):
+    run = run_of(variant, case)
+    for jid, evs in run.by_job.items():
+        ready = None
+        for e in evs:
+            if e.event in ("submit", "requeue"):
+                ready = e.t_s
+            elif e.event == "start":
+                assert ready is not None and e.t_s >= ready >= run.rows[jid].submit_s, f"{jid}: {e}"
+                ready = None
+
+
+@rule(max_examples=10)
+def test_withdrawn_jobs_ran_out_of_patience_while_pending(variant, case):
+    run = run_of(variant, case)
+    for jid, evs in run.by_job.items():
+        patience = run.rows[jid].patience_s
+        ready = None
+        for e in evs:
+            if e.event in ("submit", "requeue"):
+                ready = e.t_s
+            elif e.event == "start":
+                assert e.t_s - ready <= patience + TOL * max(1.0, e.t_s), (
+                    f"{jid} started after giving up: {e}"
+                )
+            elif e.event == "withdraw":
+                assert close(e.t_s, ready + patience), (
+                    f"{jid} withdrawn at {e.t_s}, ready at {ready}"
+                )
+        if evs[-1].event in ("submit", "requeue"):  # still waiting at the horizon
+            assert run.horizon_s - ready <= patience + TOL * run.horizon_s, (
+                f"{jid} should have been withdrawn"
+            )
+
+
+# ----- work ------------------------------------------------------------------------------------
+@rule(max_examples=12)
+def test_finished_jobs_got_exactly_their_work(variant, case):
+    run = run_of(variant, case)
+    for jid, atts in run.attempts.items():
+        duration = run.rows[jid].duration_s
+        done = sum(a.progress_s for a in atts if a.end is not None)
+        if atts and atts[-1].end is not None and atts[-1].end.event == "finish":
+            assert close(done, duration), f"{jid}: got {done} s of work, needs {duration}"
+            last = atts[-1]
+            assert last.end.lost_s == 0.0
+        else:
+            assert done < duration + TOL * duration, (
+                f"{jid}: more work than it needs without finishing"
+            )
+
+
+@rule(max_examples=10)
+def test_interrupted_attempts_keep_work_up_to_their_last_checkpoint(variant, case):
+    run = run_of(variant, case)
+    for jid, atts in run.attempts.items():
+        ckpt = run.rows[jid].checkpoint_s
+        for a in atts:
+            if a.end is None or a.end.event == "finish":
+                continue
+            done = max(0.0, a.length_s - a.start.overhead_s)
+            lost = a.end.lost_s
+            kept = done - lost
+            assert -TOL <= lost <= done + TOL * max(1.0, done), f"{jid}: lost {lost} of {done}"
+            if ckpt == 0:
+                assert lost == 0.0, f"{jid}: checkpoint_s=0 keeps every second"
+            elif math.isinf(ckpt):
+                assert close(kept, 0.0), f"{jid}: checkpoint_s=inf loses every second"
+            else:
+                k = round(kept / ckpt)
+                assert close(kept, k * ckpt), f"{jid}: kept {kept} s, not a multiple of {ckpt}"
+                assert done - kept < ckpt + TOL * max(1.0, done), (
+                    f"{jid}: lost more than one interval"
+                )
+
+
+@rule(max_examples=8)
+def test_only_restarts_pay_the_restart_overhead(variant, case):
+    run = run_of(variant, case)
+    for jid, atts in run.attempts.items():
+        assert atts[0].start.overhead_s == 0.0, f"{jid}: a first attempt pays no overhead"
+        for a in atts[1:]:
+            assert a.start.overhead_s == run.overhead_s, (
+                f"{jid}: a restart pays the configured overhead"
+            )
+        for a in atts:
+            if a.end is not None and a.end.event == "finish":
+                assert a.length_s >= a.start.overhead_s
+
+
+# ----- preemption ------------------------------------------------------------------------------
+@rule(max_examples=12)
+def test_protected_jobs_are_never_preempted(variant, case):
+    run = run_of(variant, case)
+    policy, knobs = run.policy, run.knobs
+    cap_s = knobs.get("cap_hours", 8.0) * 3600.0
+    for jid, atts in run.attempts.items():
+        row = run.rows[jid]
+        for a in atts:
+            if a.end is None or a.end.event != "preempt":
+                continue
+            slack = TOL * max(1.0, a.end.t_s)
+            assert a.length_s >= run.contract_s[jid] - slack, (
+                f"{jid} preempted inside its contract: {a}"
+            )
+            if policy == "impactful" and (
+                run.funded[jid] or knobs.get("protect_unallocated", False)
+            ):
+                assert a.length_s >= min(row.min_runtime_s, cap_s) - slack, (
+                    f"{jid} preempted while protected"
+                )
+
+
+@rule(
+    max_examples=15, policies=("impactful",)
+)  # legacy has no budgets; fifo, fairshare never preempt
+def test_unallocated_job_never_preempts_anyone(variant, case):
+    run = run_of(variant, case)
+    for e, victim, by in run.preemptions():
+        assert run.funded[by.job_id], f"unallocated {by.job_id} preempted {victim.job_id}"
+
+
+@rule(max_examples=12, policies=("impactful",))
+def test_impactful_never_preempts_within_the_same_project(variant, case):
+    run = run_of(variant, case)
+    for e, victim, by in run.preemptions():
+        assert not (run.funded[victim.job_id] and victim.project == by.project), f"{e}"
+
+
+@rule(max_examples=12, policies=("impactful",))
+def test_impactful_never_breaks_up_a_funded_job_larger_than_the_ratio_allows(variant, case):
+    run = run_of(variant, case)
+    ratio = run.knobs.get("max_victim_ratio", 1.0)
+    for e, victim, by in run.preemptions():
+        if run.funded[victim.job_id]:
+            held = held_gpus(by.gpus, run.per)
+            assert e.gpus <= ratio * held, (
+                f"{by.job_id} ({held} GPUs) broke up {victim.job_id}: {e}"
+            )
+
+
+@rule(max_examples=40, policies=("legacy",))
+def test_legacy_preempts_only_preemptible_jobs_of_strictly_lower_priority(variant, case):
+    run = run_of(variant, case)
+    for e, victim, by in run.preemptions():
+        assert victim.preemptible, f"{victim.job_id} opted out of preemption: {e}"
+        assert by.priority > victim.priority, (
+            f"{by.job_id} (priority {by.priority}) preempted {victim.job_id} ({victim.priority})"
+        )
+
+
+@rule(max_examples=12, policies=("fifo", "fairshare"))
+def test_fifo_and_fairshare_never_preempt(variant, case):
+    run = run_of(variant, case)
+    assert not [e for e in run.events if e.event == "preempt"]
+
+
+@rule(max_examples=10)
+def test_every_preemption_starts_the_job_it_made_room_for(variant, case):
+    run = run_of(variant, case)
+    for e, victim, by in run.preemptions():
+        starts = [s for s in run.by_job[by.job_id] if s.event == "start" and s.t_s == e.t_s]
+        assert starts, (
+            f"{victim.job_id} was preempted for {by.job_id}, which did not start at t={e.t_s}"
+        )
+
+
+# ----- scheduling ------------------------------------------------------------------------------
+@rule(max_examples=10)
+def test_no_pending_job_fits_at_the_end_of_an_instant(variant, case):
+    """Policies without head-of-line blocking leave no startable job waiting; FIFO leaves no
+    startable head job waiting."""
+    run = run_of(variant, case)
+    fifo = run.policy == "fifo"
+    for t, free, pending, _ in run.instants():
+        waiting = sorted(pending, key=lambda j: (run.rows[j].submit_s, j))
+        for jid in waiting[:1] if fifo else waiting:
+            placed = best_fit(free, run.rows[jid].gpus, run.per)
+            assert placed is None, (
+                f"t={t}: {jid} ({run.rows[jid].gpus} GPUs) waits but fits on {placed}"
+            )
+
+
+@rule(max_examples=30, policies=("fifo",), knobs=False)
+def test_fifo_without_backfill_starts_jobs_in_submit_order(variant, case):
+    run = run_of(variant, case)
+    started = [e.job_id for e in run.events if e.event == "start"]
+    assert started == sorted(started, key=lambda j: (run.rows[j].submit_s, j))
+
+
+@rule(max_examples=8)
+def test_job_table_has_one_consistent_row_per_submitted_job(variant, case):
+    run = run_of(variant, case)
+    table = run.result.jobs
+    assert table["job_id"].is_unique
+    assert set(table["job_id"]) == {j for j, r in run.rows.items() if r.submit_s < run.horizon_s}
+    state_of = {
+        "submit": "queued",
+        "requeue": "queued",
+        "start": "running",
+        "finish": "finished",
+        "withdraw": "withdrawn",
+    }
+    for row in table.itertuples(index=False):
+        evs = run.by_job[row.job_id]
+        starts = [e.t_s for e in evs if e.event == "start"]
+        assert row.state == state_of[evs[-1].event], (
+            f"{row.job_id}: {row.state} after {evs[-1].event}"
+        )
+        assert row.attempts == len(starts)
+        assert row.preempts == sum(e.event == "preempt" for e in evs)
+        assert row.fails == sum(e.event == "fail" for e in evs)
+        end = evs[-1].t_s if evs[-1].event in ("finish", "withdraw") else None
+        assert (pd.isna(row.end_s) and end is None) or row.end_s == end
+        first = starts[0] if starts else (end if end is not None else run.horizon_s)
+        assert close(row.wait_s, first - row.submit_s), f"{row.job_id}: wait {row.wait_s}"
+        assert row.wait_s >= 0 and row.queued_s >= -TOL
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=random_inputs(), key=st.sampled_from(GENERATED[:4]))
+def test_same_config_and_seed_give_an_identical_event_log(variant, case, key):
+    policy, knobs = variant
+    pd.testing.assert_frame_equal(
+        case.simulate(policy, knobs).events, case.simulate(policy, knobs).events
+    )
+    config = generated_config(policy, knobs, key)
+    pd.testing.assert_frame_equal(simulate(config).events, simulate(config).events)

@@ -1,0 +1,308 @@
+"""Fast, incremental policies log exactly what plain reference passes log (STYLE.md "Tests").
+
+``tests/oracle.py`` holds one sort-and-scan-everything pass per registered policy. Each test
+replays one trace twice, once under the fast policy and once under its oracle, and asserts that
+the two event logs are identical row for row. Traces: the synthetic generator on small clusters
+(8 and 4 GPUs per node, so some gangs span nodes), seeded random traces full of multi-node gangs
+and simultaneous arrivals, and hand-written traces for single rules.
+
+The last tests check the harness itself: a deliberately wrong reference pass must produce a
+different log on these traces, or the comparison would prove nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from functools import cache
+
+import numpy as np
+import oracle
+import pandas as pd
+import pytest
+from oracle import ORACLES, FifoOracle, ImpactfulOracle, LegacyOracle
+from pandas.testing import assert_frame_equal
+
+from impactlab import REGISTRY, BudgetTree, GeneratorConfig, SimConfig, generate, simulate
+from impactlab.simulate import SimResult
+
+DAY_S = 86_400.0
+INF = math.inf
+
+# ----- what is compared ----------------------------------------------------------------------
+#: Every registered policy with its defaults, plus the knob variants that change its pass.
+VARIANTS: list[tuple[str, dict]] = [
+    ("fifo", {}),
+    ("fifo", {"backfill": True}),
+    ("fifo", {"backfill": True, "backfill_depth": 2}),
+    ("legacy", {}),
+    ("fairshare", {}),
+    ("fairshare", {"half_life_days": 0.5, "refresh_s": 60.0}),
+    ("impactful", {}),
+    ("impactful", {"boost_interactive": False}),
+    ("impactful", {"max_victim_ratio": INF}),
+    ("impactful", {"protect_unallocated": True}),
+    ("impactful", {"cap_hours": 0.5}),
+    ("impactful", {"half_life_days": 1.0, "window_days": 2.0}),
+]
+VARIANT_IDS = [name + "".join(f"-{k}={v}" for k, v in knobs.items()) for name, knobs in VARIANTS]
+
+#: Knobs each oracle implements; a new knob of a fast policy needs a rule in its oracle first.
+ORACLE_KNOBS = {
+    "fifo": {"backfill", "backfill_depth"},
+    "legacy": set(),
+    "fairshare": {"half_life_days", "refresh_s"},
+    "impactful": {"window_days", "cap_hours", "protect_unallocated", "half_life_days", "refresh_s",
+                  "boost_interactive", "max_victim_ratio"},
+}
+
+#: Synthetic workloads: (GPUs, GPUs per node, days, demand, seed).
+GENERATED = [
+    (32, 8, 2.0, 2.0, 0),
+    (32, 8, 3.0, 3.0, 1),
+    (64, 8, 2.0, 2.5, 2),
+    (64, 8, 3.0, 3.0, 3),
+    (32, 4, 2.0, 2.5, 4),  # 8-GPU jobs are two-node gangs here
+]
+GENERATED_IDS = [f"{g}gpus-{per}pernode-{d:g}days-demand{dem:g}-seed{s}"
+                 for g, per, d, dem, s in GENERATED]
+
+#: Seeds of the random multi-node-gang traces.
+GANG_SEEDS = [0, 1, 2]
+GANG_GPUS, GANG_DAYS = 48, 2.0
+
+
+# ----- inputs --------------------------------------------------------------------------------
+def gang_tree() -> BudgetTree:
+    """Two programs (one with two projects) so that victims sit on both sides of an ancestor."""
+    program_a = [{"name": "a1", "share": 1}, {"name": "a2", "share": 3}]
+    return BudgetTree.from_dict({"name": "root", "children": [
+        {"name": "progA", "share": 2, "children": program_a},
+        {"name": "progB", "share": 1, "children": [{"name": "b1", "share": 1}]},
+    ]})
+
+
+@cache
+def generated(gpus: int, per: int, days: float, demand: float,
+              seed: int) -> tuple[pd.DataFrame, BudgetTree]:
+    """A synthetic trace and its budget tree (built once per session)."""
+    config = GeneratorConfig(gpus=gpus, gpus_per_node=per, days=days, demand=demand, seed=seed)
+    work = generate(config)
+    return work.trace, work.tree
+
+
+@cache
+def gang_trace(seed: int, n_jobs: int = 150) -> pd.DataFrame:
+    """Random jobs of 1 GPU up to 4 nodes on 6 nodes, arriving in bursts (submit times on a
+    coarse grid, so several passes run at one instant), funded and unallocated, of every
+    priority, protected or not, some opted out of preemption, some impatient."""
+    rng = np.random.default_rng(seed)
+    n = n_jobs
+    sizes = [1, 2, 4, 6, 8, 12, 16, 24, 32]
+    return pd.DataFrame({
+        "job_id": [f"g{i:03d}" for i in range(n)],
+        "submit_s": np.round(rng.uniform(0, 0.8 * GANG_DAYS * DAY_S, n), -3),
+        "project": rng.choice(["a1", "a2", "b1", ""], n, p=[0.3, 0.2, 0.25, 0.25]),
+        "gpus": rng.choice(sizes, n, p=[0.2, 0.1, 0.1, 0.05, 0.15, 0.1, 0.15, 0.1, 0.05]),
+        "duration_s": np.round(np.clip(rng.lognormal(np.log(3 * 3600), 1.0, n), 60, 2 * DAY_S)),
+        "kind": rng.choice(["debug", "interactive", "training", "eval", "other"], n),
+        "min_runtime_s": rng.choice([0.0, 1800.0, 4 * 3600.0, INF], n),
+        "priority": rng.integers(0, 4, n),
+        "preemptible": rng.random(n) < 0.8,
+        "checkpoint_s": rng.choice([0.0, 1800.0, INF], n),
+        "patience_s": rng.choice([INF, INF, 8 * 3600.0], n),
+    })
+
+
+def replay(policy: str, knobs: dict, trace: pd.DataFrame, tree: BudgetTree, gpus: int, per: int,
+           days: float, reference: bool) -> SimResult:
+    """Run one trace under the fast policy or, with ``reference``, under its oracle."""
+    config = SimConfig(policy=policy, gpus=gpus, gpus_per_node=per, days=days, policy_knobs=knobs)
+    instance = (ORACLES if reference else REGISTRY)[policy](**knobs)
+    return simulate(config, trace=trace, budgets=tree, policy=instance)
+
+
+def first_difference(fast: pd.DataFrame, ref: pd.DataFrame) -> str:
+    """Both logs around their first differing row, to start debugging from."""
+    n = min(len(fast), len(ref))
+    row = next((i for i in range(n) if not fast.iloc[i].equals(ref.iloc[i])), n)
+    lo, hi = max(0, row - 4), row + 4
+    return (f"logs differ from row {row} (fast {len(fast)} rows, oracle {len(ref)} rows)\n"
+            f"fast:\n{fast.iloc[lo:hi].to_string()}\noracle:\n{ref.iloc[lo:hi].to_string()}")
+
+
+def assert_same_log(policy: str, knobs: dict, trace: pd.DataFrame, tree: BudgetTree, gpus: int,
+                    per: int, days: float) -> pd.DataFrame:
+    """The fast policy and its oracle write the identical event log; returns it."""
+    fast = replay(policy, knobs, trace, tree, gpus, per, days, reference=False).events
+    ref = replay(policy, knobs, trace, tree, gpus, per, days, reference=True).events
+    if not fast.equals(ref):
+        pytest.fail(first_difference(fast, ref))
+    assert_frame_equal(fast, ref)
+    return ref
+
+
+# ----- the registry is covered ---------------------------------------------------------------
+def test_every_registered_policy_has_an_oracle_and_is_compared():
+    assert set(ORACLES) == set(REGISTRY)
+    assert {name for name, _ in VARIANTS} == set(REGISTRY)
+    for name, reference in ORACLES.items():
+        assert issubclass(reference, REGISTRY[name]), f"{name}: the oracle must subclass it"
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_oracle_implements_every_knob_of_its_policy(name):
+    knobs = {f.name for f in dataclasses.fields(REGISTRY[name])}
+    assert knobs == ORACLE_KNOBS[name], (
+        f"{name} has knobs {sorted(knobs - ORACLE_KNOBS[name])} the oracle does not implement "
+        f"(or lost {sorted(ORACLE_KNOBS[name] - knobs)}): write the rule in tests/oracle.py first")
+
+
+# ----- identical logs ------------------------------------------------------------------------
+@pytest.mark.parametrize("workload", GENERATED, ids=GENERATED_IDS)
+@pytest.mark.parametrize(("policy", "knobs"), VARIANTS, ids=VARIANT_IDS)
+def test_fast_pass_logs_exactly_what_the_reference_pass_logs_on_generated_traces(
+        policy, knobs, workload):
+    gpus, per, days = workload[:3]
+    trace, tree = generated(*workload)
+    assert_same_log(policy, knobs, trace, tree, gpus, per, days)
+
+
+@pytest.mark.parametrize("seed", GANG_SEEDS)
+@pytest.mark.parametrize(("policy", "knobs"), VARIANTS, ids=VARIANT_IDS)
+def test_fast_pass_logs_exactly_what_the_reference_pass_logs_with_multi_node_gangs(
+        policy, knobs, seed):
+    assert_same_log(policy, knobs, gang_trace(seed), gang_tree(), GANG_GPUS, 8, GANG_DAYS)
+
+
+def test_gang_traces_exercise_multi_node_preemption_and_backfill():
+    """The random gang traces reach the interesting paths (else the comparisons above are weak)."""
+    def log(name: str, knobs: dict, seed: int) -> pd.DataFrame:
+        trace, tree = gang_trace(seed), gang_tree()
+        return replay(name, knobs, trace, tree, GANG_GPUS, 8, GANG_DAYS, reference=True).events
+
+    for name in ("legacy", "impactful"):
+        events = pd.concat([log(name, {}, s) for s in GANG_SEEDS])
+        preempts = events[events.event == "preempt"]
+        multi_node = preempts.nodes.str.count(",") >= 1
+        assert multi_node.sum() >= 5, f"{name}: too few multi-node victims"
+        gangs = events[(events.event == "start") & (events.nodes.str.count(",") >= 1)].job_id
+        preemptors = preempts.detail.str.removeprefix("by=")
+        assert preemptors.isin(gangs).sum() >= 5, f"{name}: too few multi-node gangs preempt"
+    backfilled = log("fifo", {"backfill": True}, 0)
+    assert not log("fifo", {}, 0).equals(backfilled), "backfill never started a job early"
+
+
+# ----- hand-written rules --------------------------------------------------------------------
+def rows(*jobs: tuple) -> pd.DataFrame:
+    """A trace from (job_id, submit_s, gpus, duration_s, project, priority, preemptible,
+    min_runtime_s) tuples."""
+    cols = ["job_id", "submit_s", "gpus", "duration_s", "project", "priority", "preemptible",
+            "min_runtime_s"]
+    return pd.DataFrame([dict(zip(cols, job)) for job in jobs])
+
+
+def events_of(log: pd.DataFrame, job_id: str,
+              until_s: float = 100.0) -> list[tuple[float, str, str]]:
+    """(time, event, nodes) of one job up to ``until_s``, in log order."""
+    mine = log[(log.job_id == job_id) & (log.t_s <= until_s)]
+    return list(zip(mine.t_s, mine.event, mine.nodes))
+
+
+def test_legacy_job_started_in_an_instant_is_not_preempted_in_that_instant():
+    """P preempts V and V2; X starts on node 1; V, requeued at the same instant, may not take
+    X's GPUs back in the pass that follows (X started at ``now``)."""
+    trace = rows(
+        ("V", 0.0, 4, 10_000.0, "", 2, True, 0.0),
+        ("V2", 0.0, 4, 10_000.0, "", 0, True, 0.0),
+        ("Z", 1.0, 2, 10_000.0, "", 3, False, 0.0),
+        ("P", 100.0, 8, 10_000.0, "", 3, True, 0.0),
+        ("X", 100.0, 6, 10_000.0, "", 1, True, 0.0),
+    )
+    log = assert_same_log("legacy", {}, trace, BudgetTree.from_dict({"name": "root"}), 16, 8, 0.5)
+    assert events_of(log, "X") == [(100.0, "submit", ""), (100.0, "start", "1")]
+    assert [e for _, e, _ in events_of(log, "V")] == ["submit", "start", "preempt", "requeue"]
+
+
+def test_impactful_job_started_in_an_instant_is_not_preempted_in_that_instant():
+    """Funded P (a) preempts over-served b1 and b2; unallocated U backfills node 2; b1, requeued
+    at the same instant, may not preempt U in the pass that follows (U started at ``now``)."""
+    tree = BudgetTree.flat({"a": 3.0, "b": 1.0})
+    trace = rows(
+        ("b1", 0.0, 4, 10_000.0, "b", 0, True, 0.0),
+        ("b2", 0.0, 4, 10_000.0, "b", 0, True, 0.0),
+        ("b3", 0.0, 8, 10_000.0, "b", 0, True, 1e6),
+        ("bz", 0.0, 2, 10_000.0, "b", 0, True, 1e6),
+        ("P", 100.0, 8, 10_000.0, "a", 0, True, 0.0),
+        ("U", 100.0, 6, 10_000.0, "", 0, True, 0.0),
+    )
+    log = assert_same_log("impactful", {}, trace, tree, 24, 8, 0.5)
+    assert events_of(log, "P")[1] == (100.0, "start", "0")
+    assert events_of(log, "U") == [(100.0, "submit", ""), (100.0, "start", "2")]
+
+
+def test_impactful_scan_restarts_after_a_preemption_so_a_job_passed_over_gets_the_leftover():
+    """a1's 4-GPU job cannot make room (the swap would leave a1 better served than b1); a1's
+    1-GPU job then may preempt b1's 8-GPU job, which leaves 7 GPUs free. The scan of a1's queue
+    starts again from its first job, so the 4-GPU job, passed over a moment ago, starts on
+    the leftover before the 2-GPU job behind it."""
+    tree = BudgetTree.flat({"a1": 1.0, "b1": 1.0})
+    trace = rows(
+        ("a-run", 0.0, 3, 10_000.0, "a1", 0, True, 1e6),
+        ("b-big", 0.0, 8, 10_000.0, "b1", 0, True, 0.0),
+        ("b-small", 0.0, 5, 10_000.0, "b1", 0, True, 1e6),
+        ("a-four", 100.0, 4, 10_000.0, "a1", 0, True, 0.0),
+        ("a-one", 100.0, 1, 10_000.0, "a1", 0, True, 0.0),
+        ("a-two", 100.0, 2, 10_000.0, "a1", 0, True, 0.0),
+    )
+    log = assert_same_log("impactful", {"max_victim_ratio": INF}, trace, tree, 16, 8, 0.5)
+    assert events_of(log, "b-big")[2] == (100.0, "preempt", "1")
+    starts = log[(log.t_s == 100.0) & (log.event == "start")].job_id.tolist()
+    assert starts == ["a-one", "a-four", "a-two"]
+
+
+# ----- the harness can fail ------------------------------------------------------------------
+class OldestVictimFirst(LegacyOracle):
+    """Wrong on purpose: legacy preempts the oldest lower-priority job first."""
+
+    def victim_candidates(self, sched, j):
+        jobs = sched.jobs
+        found = super().victim_candidates(sched, j)
+        return sorted(found, key=lambda v: (jobs[v].priority, self.order.seq[v]))
+
+
+class NoPingPongCheck(ImpactfulOracle):
+    """Wrong on purpose: impactful accepts every eligible victim."""
+
+    def no_ping_pong(self, sched, j):
+        return lambda v, accepted: True
+
+
+class BackfillWithoutReservation(FifoOracle):
+    """Wrong on purpose: backfill ignores the head job's reservation."""
+
+    @staticmethod
+    def reservation(sched, head):
+        return INF, set()
+
+
+def keep_every_victim_on_the_target(sched, accepted, target, need):
+    """Wrong on purpose: no reverse pass drops the victims a gang can do without."""
+    return [v for v in accepted if any(n in target for n in sched.nodes[v])]
+
+
+@pytest.mark.parametrize(("policy", "knobs", "wrong", "patch"), [
+    ("legacy", {}, OldestVictimFirst, None),
+    ("impactful", {}, NoPingPongCheck, None),
+    ("impactful", {"max_victim_ratio": INF}, ImpactfulOracle, ("trim", keep_every_victim_on_the_target)),
+    ("fifo", {"backfill": True}, BackfillWithoutReservation, None),
+], ids=["legacy-victim-order", "impactful-ping-pong", "impactful-reverse-pass", "fifo-reservation"])
+def test_a_wrong_pass_changes_the_log_so_the_comparison_can_fail(
+        policy, knobs, wrong, patch, monkeypatch):
+    trace, tree = gang_trace(1), gang_tree()
+    right = replay(policy, knobs, trace, tree, GANG_GPUS, 8, GANG_DAYS, reference=True).events
+    if patch is not None:
+        monkeypatch.setattr(oracle, *patch)
+    config = SimConfig(policy=policy, gpus=GANG_GPUS, days=GANG_DAYS, policy_knobs=knobs)
+    bad = simulate(config, trace=trace, budgets=tree, policy=wrong(**knobs)).events
+    assert not bad.equals(right)
