@@ -14,12 +14,15 @@ import pandas as pd
 
 from .budgets import BudgetError, BudgetTree
 from .config import SimConfig
+from .health import REPAIR_MODES, HealthConfig
 from .policies import REGISTRY, PolicyError
 from .simulate import SimResult, simulate
 from .trace import TraceError, validate_trace
 
 HEADLINE = ("availability", "occupancy", "occupancy_funded", "occupancy_unallocated", "utilization",
             "impact", "impact_strict", "unallocated_share", "jain", "requested_ratio")
+COUNTS = ("preemptions", "lost_gpu_hours", "withdrawn", "node_failures", "human_repairs", "auto_repairs",
+          "jobs_hit", "failure_lost_gpu_hours")
 
 
 class UsageError(Exception):
@@ -57,6 +60,8 @@ def _run_options(sim: argparse.ArgumentParser, policy: bool) -> None:
     sim.add_argument("--window-days", type=float, help="impactful: sliding fair-share window (default 7)")
     sim.add_argument("--cap-hours", type=float, help="impactful: protection cap (default 8)")
     sim.add_argument("--warmup-days", type=float, help="left out of the metrics (default: the window, 7 d)")
+    sim.add_argument("--node-mtbf-hours", type=float, help="node failures: mean time between failures per node (off when absent)")
+    sim.add_argument("--repair", choices=REPAIR_MODES, help="how failed nodes are repaired (default: the policy's own)")
     sim.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     sim.add_argument("--out", type=Path, help="write events, jobs, budgets (Parquet), summary and config (JSON)")
 
@@ -76,9 +81,10 @@ def config_from_args(args: argparse.Namespace, policy: str) -> SimConfig:
         if not getattr(args, name) > 0:
             raise UsageError(f"--{name} must be positive, got {getattr(args, name)}")
     try:
+        health = HealthConfig(mtbf_hours=args.node_mtbf_hours, repair=args.repair)
         return SimConfig(policy=policy, gpus=args.gpus, gpus_per_node=args.gpus_per_node, days=args.days,
                          demand=args.demand, funded_load=args.funded_load, seed=args.seed,
-                         warmup_days=warmup, policy_knobs=knobs)
+                         warmup_days=warmup, policy_knobs=knobs, health=health)
     except ValueError as err:
         raise UsageError(str(err)) from None
 
@@ -124,10 +130,9 @@ def format_table(summary: dict) -> str:
              f"simulated in {summary['sim_wall_s']:.2f} s")
     lines = [title]
     lines += [f"  {name:24} {summary[name]:7.3f}" for name in HEADLINE]
-    lines += [f"  {'preemptions':24} {summary['preemptions']:7d}",
-              f"  {'lost GPU-hours':24} {summary['lost_gpu_hours']:7.1f}",
-              f"  {'withdrawn jobs':24} {summary['withdrawn']:7d}",
-              "", f"  {'wait (s)':14} {'p50':>9} {'p90':>9} {'p99':>9} {'n':>6}"]
+    lines += [f"  {name:24} {summary[name]:7.1f}" if isinstance(summary[name], float)
+              else f"  {name:24} {summary[name]:7d}" for name in COUNTS]
+    lines += ["", f"  {'wait (s)':14} {'p50':>9} {'p90':>9} {'p99':>9} {'n':>6}"]
     for kind, w in summary["wait_s"].items():
         cells = " ".join(f"{w[p]:9.0f}" if w[p] is not None else f"{'-':>9}" for p in ("p50", "p90", "p99"))
         lines.append(f"  {kind:14} {cells} {w['n']:6d}")
@@ -138,7 +143,7 @@ def format_comparison(summaries: list[dict]) -> str:
     """Policies side by side: headline metrics and p50/p90 waits per kind."""
     head = f"  {'':24}" + "".join(f"{s['policy']:>12}" for s in summaries)
     lines = [f"{summaries[0]['jobs']} jobs on {summaries[0]['gpus']} GPUs", head]
-    for name in (*HEADLINE, "preemptions", "lost_gpu_hours", "withdrawn", "sim_wall_s"):
+    for name in (*HEADLINE, *COUNTS, "sim_wall_s"):
         lines.append(f"  {name:24}" + "".join(f"{s[name]:12.3f}" if isinstance(s[name], float)
                                              else f"{s[name]:12d}" for s in summaries))
     for kind in summaries[0]["wait_s"]:
@@ -165,11 +170,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"impactlab: error: {err}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(summaries[0] if args.command == "simulate" else summaries))
+        text = json.dumps(summaries[0] if args.command == "simulate" else summaries)
     elif args.command == "simulate":
-        print(format_table(summaries[0]))  # type: ignore[arg-type]
+        text = format_table(summaries[0])  # type: ignore[arg-type]
     else:
-        print(format_comparison(summaries))  # type: ignore[arg-type]
+        text = format_comparison(summaries)  # type: ignore[arg-type]
+    try:
+        print(text)
+    except BrokenPipeError:  # e.g. piped into `head`
+        sys.stderr.close()
     return 0
 
 

@@ -19,7 +19,8 @@ def held_gpus(gpus: int, gpus_per_node: int) -> int:
 class Cluster:
     """Free GPUs per node, indexed by free count so best fit never scans all nodes.
 
-    Invariant: node ``n`` is in ``by_free[free[n]]`` for every node.
+    Invariant: node ``n`` is in ``by_free[free[n]]`` for every node in service; a drained node
+    (in ``down``) has no free GPUs and is in no ``by_free`` set.
     """
 
     def __init__(self, nodes: int, gpus_per_node: int = 8):
@@ -37,6 +38,7 @@ class Cluster:
         # a cheap necessary test before any search for preemption victims.
         self.shielded = [0] * nodes
         self.by_shield = [nodes] + [0] * gpus_per_node
+        self.down: set[int] = set()  # drained nodes: out of service, never placed on
 
     def largest_fit(self) -> int:
         """The largest gang that could be placed right now (0 if none); cached until a change."""
@@ -82,13 +84,34 @@ class Cluster:
         for n in nodes:
             self._set(n, self.free[n] + per_node)
 
+    def drain(self, node: int) -> None:
+        """Take an idle node out of service (a down node is never placed on)."""
+        if self.free[node] != self.gpus_per_node or node in self.down:
+            raise RuntimeError(f"node {node} cannot be drained: it is busy or already down")
+        self._set(node, 0)
+        self.by_free[0].discard(node)
+        self._reshield(node, self.gpus_per_node)  # nothing on it can be cleared for a gang
+        self.down.add(node)
+
+    def restore(self, node: int) -> None:
+        """Bring a repaired node back into service, empty."""
+        if node not in self.down:
+            raise RuntimeError(f"node {node} is not down")
+        self.down.discard(node)
+        self.by_free[0].add(node)
+        self._set(node, self.gpus_per_node)
+        self._reshield(node, 0)
+
+    def _reshield(self, node: int, value: int) -> None:
+        self.by_shield[self.shielded[node]] -= 1
+        self.shielded[node] = value
+        self.by_shield[value] += 1
+
     def shield(self, nodes: tuple[int, ...], gpus: int, sign: int) -> None:
         """Mark a gang's GPUs as protected from preemption (+1) or no longer (-1)."""
         per_node = self._per_node(gpus)
         for n in nodes:
-            self.by_shield[self.shielded[n]] -= 1
-            self.shielded[n] += sign * per_node
-            self.by_shield[self.shielded[n]] += 1
+            self._reshield(n, self.shielded[n] + sign * per_node)
 
     def could_free(self, gpus: int) -> bool:
         """False when no choice of unprotected victims can make room for a gang of ``gpus``."""

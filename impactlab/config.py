@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .generator import GeneratorConfig
+from .health import HealthConfig
 from .policies import REGISTRY
 
 DAY_S = 86_400.0
@@ -18,7 +19,8 @@ class SimConfig:
     Without a trace, the synthetic generator builds one from ``gpus``, ``days``, ``demand``,
     ``funded_load`` and ``seed``. ``policy_knobs`` override the policy's defaults (e.g.
     ``{"window_days": 3}``). ``warmup_days`` (default: the policy's window, or 7 days) is
-    left out of the metrics so that the sliding window is full.
+    left out of the metrics so that the sliding window is full. ``health`` turns on node
+    failures (``HealthConfig(mtbf_hours=...)``); failures are drawn from ``seed`` too.
     """
 
     policy: str = "impactful"
@@ -31,6 +33,7 @@ class SimConfig:
     restart_overhead_s: float = 60.0
     warmup_days: float | None = None
     policy_knobs: dict[str, Any] = field(default_factory=dict)
+    health: HealthConfig = field(default_factory=HealthConfig)  # node failures and repairs; off by default
 
     def __post_init__(self) -> None:
         if self.policy not in REGISTRY:

@@ -15,6 +15,7 @@ import simpy
 from .budgets import BudgetTree
 from .cluster import Cluster
 from .events import Ev, Event, Job
+from .health import HealthConfig, NodeHealth
 from .policies.base import Context, Policy, PolicyError
 
 QUEUED, PENDING, RUNNING, DONE, WITHDRAWN = range(5)  # QUEUED = not yet submitted
@@ -43,6 +44,8 @@ class Engine:
         policy: Policy,
         restart_overhead_s: float,
         horizon_s: float,
+        health: HealthConfig | None = None,
+        seed: int = 0,
     ):
         self.env = simpy.Environment()
         self.now = 0.0  # simulated seconds; set from the clock as each event fires
@@ -70,18 +73,23 @@ class Engine:
         self._in_pass = False
         self._requeued: list[int] = []
         self._wakes: set[float] = set()
+        health = health or HealthConfig()
+        self.crash_s = health.crash_s
+        self.broken: set[int] = set()  # failed nodes still in service (manual repair)
+        self.health = NodeHealth(self, health, health.repair or policy.repair, seed)
         policy.setup(Context(jobs, tree, cluster.capacity, cluster.gpus_per_node, self))
 
     def run(self) -> list[Event]:
         """Run to the horizon and return the event log."""
         first = next((k for k, j in enumerate(self.jobs) if j.submit_s < self.horizon_s), None)
         if first is not None:
-            self._at(self.jobs[first].submit_s, self._arrive, first)
+            self.at(self.jobs[first].submit_s, self._arrive, first)
+        self.health.start()
         self.env.run(until=self.horizon_s)
         return self.log
 
     # ----- timers ----------------------------------------------------------------------------
-    def _at(self, t: float, fn: Callable[..., None], *args: object) -> None:
+    def at(self, t: float, fn: Callable[..., None], *args: object) -> None:
         """Call ``fn(*args)`` at exactly time ``t`` (a timeout's now + delay could be 1 ulp off)."""
         event = simpy.Event(self.env)
         event._ok, event._value = True, None  # a triggered event, as Event.succeed() makes it
@@ -97,7 +105,7 @@ class Engine:
         """Something changed: make sure a scheduling pass runs at the current time."""
         if not self._pass_due:
             self._pass_due = True
-            self._at(self.now, self._pass)
+            self.at(self.now, self._pass)
 
     def wake_at(self, t: float) -> None:
         """Schedule a pass at ``t`` (policy request); duplicates are merged."""
@@ -105,7 +113,7 @@ class Engine:
             self._touch()
         elif t < self.horizon_s and t not in self._wakes:
             self._wakes.add(t)
-            self._at(t, self._wake, t)
+            self.at(t, self._wake, t)
 
     def _wake(self, t: float) -> None:
         self._wakes.discard(t)
@@ -132,7 +140,7 @@ class Engine:
             self._enqueue(k)
             k += 1
         if k < len(self.jobs) and self.jobs[k].submit_s < self.horizon_s:
-            self._at(self.jobs[k].submit_s, self._arrive, k)
+            self.at(self.jobs[k].submit_s, self._arrive, k)
 
     def _enqueue(self, j: int) -> None:
         self.state[j] = PENDING
@@ -141,7 +149,7 @@ class Engine:
         self.policy.enqueue(j, self.now)
         patience = self.jobs[j].patience_s
         if not math.isinf(patience):
-            self._at(self.now + patience, self._withdraw, j, self._token[j])
+            self.at(self.now + patience, self._withdraw, j, self._token[j])
         self._touch()
 
     def _withdraw(self, j: int, token: int) -> None:
@@ -175,12 +183,45 @@ class Engine:
         self.protected_until[j] = now + self.policy.protection_s(job)
         self._log(Ev.START, job, nodes=nodes, overhead_s=self._overhead[j])
         end = now + self._overhead[j] + self.remaining[j]
-        self._at(end, self._finish, j, self._token[j])
+        self.at(end, self._finish, j, self._token[j])
+        if self.broken.intersection(nodes):
+            self.at(now + self.crash_s, self._crash, j, self._token[j])
         if now < self.protected_until[j]:
             self._shield(j, +1)
             if self.protected_until[j] < end:
-                self._at(self.protected_until[j], self._unshield, j, self._token[j])
+                self.at(self.protected_until[j], self._unshield, j, self._token[j])
         self.policy.on_start(j, now)
+
+    def _crash(self, j: int, token: int) -> None:
+        if self._token[j] == token:
+            bad = sorted(self.broken.intersection(self.nodes[j]))
+            self.interrupt(j, Ev.FAIL, f"node {bad[0]} failed")
+
+    # ----- node health -------------------------------------------------------------------------
+    def node_failed(self, node: int, detail: str) -> None:
+        """A node fails: its jobs fail (protection does not help); it stays in service, broken,
+        until drained."""
+        self._log_node(Ev.NODE_DOWN, node, detail)
+        self.broken.add(node)
+        for j in sorted(self.on_node[node]):
+            self.interrupt(j, Ev.FAIL, f"node {node} failed")
+
+    def drain(self, node: int) -> None:
+        """Take a failed node out of service; jobs that landed on it since fail now."""
+        for j in sorted(self.on_node[node]):
+            self.interrupt(j, Ev.FAIL, f"node {node} failed")
+        self.broken.discard(node)
+        self.cluster.drain(node)
+
+    def node_repaired(self, node: int, detail: str) -> None:
+        """A repaired node is back in service."""
+        self.cluster.restore(node)
+        self._log_node(Ev.NODE_UP, node, detail)
+        self.epoch += 1
+        self._touch()
+
+    def _log_node(self, event: Ev, node: int, detail: str) -> None:
+        self.log.append(Event(self.now, event.value, "", self.cluster.gpus_per_node, str(node), detail, 0.0, 0.0))
 
     def _unshield(self, j: int, token: int) -> None:
         """Job ``j``'s protection ran out: it may now be preempted."""

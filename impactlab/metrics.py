@@ -33,13 +33,13 @@ class Window:
 
 
 def attempts(events: pd.DataFrame, horizon_s: float) -> pd.DataFrame:
-    """One row per run attempt: job, GPUs, start, end (horizon if still running), how it ended,
-    the restart overhead it paid and the progress it lost."""
+    """One row per run attempt: job, GPUs, nodes, start, end (horizon if still running), how it
+    ended, the restart overhead it paid (and after what) and the progress it lost."""
     starts = events[events["event"] == "start"]
     ends = events[events["event"].isin(END_EVENTS)]
     left = pd.DataFrame({"job_id": starts["job_id"].to_numpy(), "n": starts.groupby("job_id").cumcount().to_numpy(),
-                         "gpus": starts["gpus"].to_numpy(), "start_s": starts["t_s"].to_numpy(),
-                         "overhead_s": starts["overhead_s"].to_numpy()})
+                         "gpus": starts["gpus"].to_numpy(), "nodes": starts["nodes"].to_numpy(),
+                         "start_s": starts["t_s"].to_numpy(), "overhead_s": starts["overhead_s"].to_numpy()})
     right = pd.DataFrame({"job_id": ends["job_id"].to_numpy(), "n": ends.groupby("job_id").cumcount().to_numpy(),
                           "end_s": ends["t_s"].to_numpy(), "ended_by": ends["event"].to_numpy(),
                           "lost_s": ends["lost_s"].to_numpy()})
@@ -47,6 +47,7 @@ def attempts(events: pd.DataFrame, horizon_s: float) -> pd.DataFrame:
     out["end_s"] = out["end_s"].fillna(horizon_s)
     out["ended_by"] = out["ended_by"].fillna("running")
     out["lost_s"] = out["lost_s"].fillna(0.0)
+    out["restart_after"] = out.groupby("job_id")["ended_by"].shift(1).fillna("")  # what the overhead pays for
     return out
 
 
@@ -183,6 +184,7 @@ def summarise(events: pd.DataFrame, trace: pd.DataFrame, tree: BudgetTree, windo
     att = attempts(events, horizon_s)
     healthy = healthy_gpu_s(events, window, gpus_per_node)
     held_s = att["gpus"].to_numpy() * clipped(att["start_s"].to_numpy(), att["end_s"].to_numpy(), window)
+    on_failed = gpu_s_on_down_nodes(att, down_intervals(events, horizon_s), window, gpus_per_node)
     project_of = table.set_index("job_id")["project"]
     funded = att["job_id"].map(project_of).map(tree.leaf_of).notna().to_numpy()
     budget = owed_and_delivered(events, table, att, tree, window, gpus_per_node)
@@ -196,7 +198,7 @@ def summarise(events: pd.DataFrame, trace: pd.DataFrame, tree: BudgetTree, windo
     summary = {
         "jobs": len(table),
         "availability": healthy / (window.capacity * window.span_s),
-        "occupancy": held_s.sum() / healthy,
+        "occupancy": (held_s.sum() - on_failed) / healthy,  # GPU time on failed nodes is not occupancy
         "occupancy_funded": held_s[funded].sum() / healthy,
         "occupancy_unallocated": held_s[~funded].sum() / healthy,
         "utilization": _useful_gpu_s(att, table, window) / healthy,
@@ -204,22 +206,15 @@ def summarise(events: pd.DataFrame, trace: pd.DataFrame, tree: BudgetTree, windo
         "impact_strict": float(strict),
         "unallocated_share": held_s[~funded].sum() / held_s.sum() if held_s.sum() else 0.0,
         "preemptions": len(preempts),
-        "lost_gpu_hours": _lost_gpu_s(att, window) / 3600.0,
+        "lost_gpu_hours": lost_to(att, "preempt", window) / 3600.0,
         "jain": jain(got[owed > 0] / owed[owed > 0]),
         "requested_ratio": _requested_ratio(table, window, gpus_per_node),
         "withdrawn": int((table["state"] == "withdrawn").sum()),
+        **health_summary(events, att, window, horizon_s),
         "wait_s": waits,
         "wait_by_size_s": by_size,
     }
     return {k: (float(v) if isinstance(v, np.floating) else v) for k, v in summary.items()}, table, budget
-
-
-def _lost_gpu_s(att: pd.DataFrame, window: Window) -> float:
-    """GPU-seconds spent on restart overhead (as far as it was paid) and on work later lost."""
-    start, end = att["start_s"].to_numpy(), att["end_s"].to_numpy()
-    overhead_end = start + np.minimum(att["overhead_s"].to_numpy(), end - start)
-    lost_s = clipped(start, overhead_end, window) + clipped(end - att["lost_s"].to_numpy(), end, window)
-    return float((lost_s * att["gpus"].to_numpy()).sum())
 
 
 def _useful_gpu_s(att: pd.DataFrame, table: pd.DataFrame, window: Window) -> float:
@@ -238,3 +233,78 @@ def _requested_ratio(table: pd.DataFrame, window: Window, gpus_per_node: int) ->
     start = table["submit_s"].to_numpy()
     stop = table["end_s"].fillna(window.t1).to_numpy()
     return float((held * clipped(start, stop, window)).sum() / (window.capacity * window.span_s))
+
+
+# ----- availability: the node events ---------------------------------------------------------
+def down_intervals(events: pd.DataFrame, horizon_s: float) -> pd.DataFrame:
+    """One row per failure: node, down_s, up_s (the horizon if still under repair), repair."""
+    nodes = events[events["event"].isin(["node_down", "node_up"])]
+    downs, ups = nodes[nodes["event"] == "node_down"], nodes[nodes["event"] == "node_up"]
+    left = pd.DataFrame({"node": downs["nodes"].astype(int).to_numpy(), "k": downs.groupby("nodes").cumcount().to_numpy(),
+                         "down_s": downs["t_s"].to_numpy()})
+    right = pd.DataFrame({"node": ups["nodes"].astype(int).to_numpy(), "k": ups.groupby("nodes").cumcount().to_numpy(),
+                          "up_s": ups["t_s"].to_numpy(), "repair": ups["detail"].str.removeprefix("repair=").to_numpy()})
+    out = left.merge(right, on=["node", "k"], how="left").drop(columns="k")
+    out["up_s"] = out["up_s"].fillna(horizon_s)
+    out["repair"] = out["repair"].fillna("open")
+    return out
+
+
+def gpu_s_on_down_nodes(att: pd.DataFrame, down: pd.DataFrame, window: Window, gpus_per_node: int) -> float:
+    """GPU-seconds that attempts spent on failed nodes (manual repair: jobs land there and die)."""
+    hit = att[att["ended_by"] == "fail"]
+    if hit.empty or down.empty:
+        return 0.0
+    per_node = np.minimum(hit["gpus"].to_numpy(), gpus_per_node)
+    rows = hit.assign(node=hit["nodes"].str.split(","), share=per_node).explode("node")
+    rows["node"] = rows["node"].astype(int)
+    pairs = rows.merge(down, on="node")
+    start = np.maximum(pairs["start_s"].to_numpy(), pairs["down_s"].to_numpy())
+    end = np.minimum(pairs["end_s"].to_numpy(), pairs["up_s"].to_numpy())
+    return float((pairs["share"].to_numpy() * clipped(start, np.maximum(start, end), window)).sum())
+
+
+def health_summary(events: pd.DataFrame, att: pd.DataFrame, window: Window, horizon_s: float) -> dict[str, object]:
+    """Failures, repairs by kind, jobs hit and GPU-hours lost to failures, inside the window."""
+    down = down_intervals(events, horizon_s)
+    began = down[(down["down_s"] >= window.t0) & (down["down_s"] < window.t1)]
+    done = down[(down["up_s"] >= window.t0) & (down["up_s"] < window.t1) & (down["repair"] != "open")]
+    fails = events[(events["event"] == "fail") & (events["t_s"] >= window.t0) & (events["t_s"] < window.t1)]
+    return {
+        "node_failures": len(began),
+        "human_repairs": int((done["repair"] == "human").sum()),
+        "auto_repairs": int((done["repair"] == "automatic").sum()),
+        "jobs_hit": int(fails["job_id"].nunique()),
+        "failure_lost_gpu_hours": lost_to(att, "fail", window) / 3600.0,
+    }
+
+
+def lost_to(att: pd.DataFrame, cause: str, window: Window) -> float:
+    """GPU-seconds lost to one cause: progress lost by attempts it ended, and the restart
+    overhead paid by the attempts that followed them."""
+    start, end = att["start_s"].to_numpy(), att["end_s"].to_numpy()
+    lost = np.where(att["ended_by"] == cause, att["lost_s"].to_numpy(), 0.0)
+    overhead = np.where(att["restart_after"] == cause, np.minimum(att["overhead_s"].to_numpy(), end - start), 0.0)
+    seconds = clipped(end - lost, end, window) + clipped(start, start + overhead, window)
+    return float((seconds * att["gpus"].to_numpy()).sum())
+
+
+def health_series(events: pd.DataFrame, capacity: int, gpus_per_node: int, horizon_s: float,
+                  bucket_s: float = 3600.0) -> pd.DataFrame:
+    """Per time bucket: mean healthy GPUs, failures, and repairs by kind (for charts)."""
+    edges = np.arange(0.0, horizon_s + bucket_s, bucket_s)
+    edges[-1] = min(edges[-1], horizon_s) if len(edges) > 1 else horizon_s
+    down = down_intervals(events, horizon_s)
+    lost = np.zeros(len(edges) - 1)
+    for d, u in zip(down["down_s"], down["up_s"]):
+        lost += gpus_per_node * np.clip(np.minimum(edges[1:], u) - np.maximum(edges[:-1], d), 0, None)
+    width = np.diff(edges)
+    bucket = lambda t: np.clip(np.searchsorted(edges, t, side="right") - 1, 0, len(width) - 1)
+    count = lambda t: np.bincount(bucket(t), minlength=len(width)) if len(t) else np.zeros(len(width), int)
+    return pd.DataFrame({
+        "t_s": edges[:-1],
+        "healthy_gpus": capacity - lost / width,
+        "failures": count(down["down_s"].to_numpy()),
+        "auto_repairs": count(down.loc[down["repair"] == "automatic", "up_s"].to_numpy()),
+        "human_repairs": count(down.loc[down["repair"] == "human", "up_s"].to_numpy()),
+    })

@@ -17,7 +17,7 @@ from .config import SimConfig
 from .engine import Engine
 from .events import events_frame, jobs_from_trace
 from .generator import generate
-from .metrics import Window, summarise
+from .metrics import Window, health_series, summarise
 from .policies import Policy, make_policy
 from .trace import TraceError, validate_trace
 
@@ -54,6 +54,11 @@ class SimResult:
     def budgets(self) -> pd.DataFrame:
         """Per budget node: entitled, owed and delivered GPU-seconds in the window."""
         return self._derived[2]
+
+    def health_series(self, bucket_s: float = 3600.0) -> pd.DataFrame:
+        """Per time bucket: mean healthy GPUs, failures and repairs by kind."""
+        return health_series(self.events, self.config.gpus, self.config.gpus_per_node, self.config.horizon_s,
+                             bucket_s)
 
     def summary(self) -> dict:
         """Headline metrics (fractions in [0, 1], waits in seconds) with the run's identity."""
@@ -95,7 +100,7 @@ def simulate(config: SimConfig | None = None, trace: pd.DataFrame | None = None,
     jobs = jobs_from_trace(trace, tree.leaf_of, config.gpus_per_node)
     policy = policy or make_policy(config.policy, **config.policy_knobs)
     engine = Engine(jobs, tree, Cluster(config.nodes, config.gpus_per_node), policy,
-                    config.restart_overhead_s, config.horizon_s)
+                    config.restart_overhead_s, config.horizon_s, config.health, config.seed)
     began = time.perf_counter()
     log_rows = engine.run()
     wall = time.perf_counter() - began

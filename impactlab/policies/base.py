@@ -84,6 +84,7 @@ class Policy(Protocol):
     """The protocol every policy implements (see the module docstring)."""
 
     name: ClassVar[str]
+    repair: ClassVar[str]  # "automatic" or "manual": how failed nodes are repaired by default
 
     def setup(self, ctx: Context) -> None: ...
     def protection_s(self, job: Job) -> float: ...
@@ -98,6 +99,7 @@ class BasePolicy:
     """Do-nothing defaults for the optional hooks."""
 
     name: ClassVar[str] = "base"
+    repair: ClassVar[str] = "automatic"  # how failed nodes are repaired unless the run says
     ctx: Context
 
     def setup(self, ctx: Context) -> None:

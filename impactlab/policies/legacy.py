@@ -18,6 +18,7 @@ class Legacy(BasePolicy):
     """Priority scheduling without budgets, as Ai2 ran it before impactful scheduling."""
 
     name: ClassVar[str] = "legacy"
+    repair: ClassVar[str] = "manual"  # a failing node keeps failing jobs until a person steps in
 
     def setup(self, ctx: Context) -> None:
         """One queue ordered by (-priority, submit, id)."""
