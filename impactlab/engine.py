@@ -30,6 +30,14 @@ def kept_progress(done_s: float, checkpoint_s: float) -> float:
     return math.floor(done_s / checkpoint_s) * checkpoint_s
 
 
+class _Call(simpy.Event):
+    """A triggered simpy event that calls ``fn(*args)`` when the clock reaches it."""
+
+    def __init__(self, env: simpy.Environment, fn: Callable[..., None], args: tuple, fire: Callable) -> None:
+        self.env, self.callbacks, self._ok, self._value = env, [fire], True, None  # as succeed() leaves it
+        self.fn, self.args = fn, args
+
+
 class Engine:
     """Replays jobs on a cluster under a policy; ``run()`` returns the event log.
 
@@ -91,15 +99,12 @@ class Engine:
     # ----- timers ----------------------------------------------------------------------------
     def at(self, t: float, fn: Callable[..., None], *args: object) -> None:
         """Call ``fn(*args)`` at exactly time ``t`` (a timeout's now + delay could be 1 ulp off)."""
-        event = simpy.Event(self.env)
-        event._ok, event._value = True, None  # a triggered event, as Event.succeed() makes it
+        event = _Call(self.env, fn, args, self._fire)
         heapq.heappush(self.env._queue, (max(t, self.now), simpy.core.NORMAL, next(self.env._eid), event))
 
-        def fire(_event: simpy.Event) -> None:
-            self.now = self.env.now
-            fn(*args)
-
-        event.callbacks.append(fire)
+    def _fire(self, event: _Call) -> None:
+        self.now = self.env.now
+        event.fn(*event.args)
 
     def _touch(self) -> None:
         """Something changed: make sure a scheduling pass runs at the current time."""

@@ -283,7 +283,9 @@ class ImpactfulOracle(Impactful):
         self.order.note(j)
 
     def schedule(self, now: float, sched: Scheduler) -> None:
-        """Scan every queue in lane order; a funded job that does not fit preempts."""
+        """Scan every queue in lane order; a funded job that does not fit preempts (a
+        multi-node gang only in a pass that refreshes the ranking, unless told otherwise)."""
+        self.refresh_pass = now >= self.fair.next_refresh
         self.fair.refresh(now)
         ordered = fair_lanes(sched.pending, sched, self.fair.order, self.boost_interactive)
         for lane in lanes_of(ordered, sched, self.boost_interactive):
@@ -292,6 +294,8 @@ class ImpactfulOracle(Impactful):
 
     def make_room_for(self, sched: Scheduler, j: int) -> list[int] | None:
         """Victims for funded job ``j``, or None."""
+        if sched.jobs[j].n_nodes > 1 and not (self.refresh_pass or self.gangs_preempt_every_pass):
+            return None
         return choose(sched, j, self.victim_candidates(sched, j), self.no_ping_pong(sched, j))
 
     def victim_candidates(self, sched: Scheduler, j: int) -> list[int]:

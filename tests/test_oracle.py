@@ -41,6 +41,7 @@ VARIANTS: list[tuple[str, dict]] = [
     ("impactful", {}),
     ("impactful", {"boost_interactive": False}),
     ("impactful", {"max_victim_ratio": INF}),
+    ("impactful", {"gangs_preempt_every_pass": True}),
     ("impactful", {"protect_unallocated": True}),
     ("impactful", {"cap_hours": 0.5}),
     ("impactful", {"half_life_days": 1.0, "window_days": 2.0}),
@@ -53,7 +54,7 @@ ORACLE_KNOBS = {
     "legacy": set(),
     "fairshare": {"half_life_days", "refresh_s"},
     "impactful": {"window_days", "cap_hours", "protect_unallocated", "half_life_days", "refresh_s",
-                  "boost_interactive", "max_victim_ratio"},
+                  "boost_interactive", "max_victim_ratio", "gangs_preempt_every_pass"},
 }
 
 #: Synthetic workloads: (GPUs, GPUs per node, days, demand, seed).

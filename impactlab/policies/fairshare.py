@@ -25,11 +25,13 @@ class FairShare(BasePolicy):
         super().setup(ctx)
         self.fair = FairTree(ctx, 7 * DAY_S, self.half_life_days * DAY_S, self.refresh_s)
         self.queues = FairQueues(ctx.jobs, boost=False)  # type: ignore[arg-type]
-        self.gate = PassGate()  # never noted: without preemption only free GPUs matter
+        self.gate = PassGate()
 
     def enqueue(self, j: int, now: float) -> None:
         """A pending job joins its leaf's queue."""
         self.queues.add(j)
+        if self.ctx.jobs[j].gpus <= self.ctx.view.cluster.largest_fit():  # without preemption, only a fit matters
+            self.gate.note()
 
     def dequeue(self, j: int, now: float) -> None:
         """A withdrawn job leaves its queue."""

@@ -31,6 +31,11 @@ class Impactful(BasePolicy):
     # breaking up a large gang for a small job wastes the rest of it and the gang then
     # struggles to find whole nodes again (fragmentation). inf = no limit.
     max_victim_ratio: float = 1.0
+    # Multi-node gangs look for victims only in the pass that refreshes the fair-share ranking
+    # (every refresh_s), like the periodic preemption cycle of batch schedulers; smaller jobs
+    # look at every event. Clearing whole nodes rarely becomes possible from one event to the
+    # next, and these searches were most of the scheduling time.
+    gangs_preempt_every_pass: bool = False
 
     def setup(self, ctx: Context) -> None:
         """Build the fair-share state, the lanes and the victim indexes."""
@@ -56,7 +61,8 @@ class Impactful(BasePolicy):
     def enqueue(self, j: int, now: float) -> None:
         """A pending job joins its lane."""
         self.queues.add(j)
-        if self.ctx.jobs[j].funded:
+        job = self.ctx.jobs[j]
+        if job.funded or job.gpus <= self.ctx.view.cluster.largest_fit():  # it may preempt, or fit
             self.gate.note()
 
     def dequeue(self, j: int, now: float) -> None:
@@ -95,6 +101,7 @@ class Impactful(BasePolicy):
         if self.gate.skip(sched, refresh):
             return
         self.memo.begin_pass()
+        self._refresh_pass = refresh
         if refresh:
             self.fair.refresh(now)
             self.memo.changed()
@@ -104,6 +111,8 @@ class Impactful(BasePolicy):
     def make_room(self, sched: Scheduler, j: int) -> bool:
         """Preempt eligible victims so that funded job ``j`` fits; True if it now does."""
         job = sched.jobs[j]
+        if job.n_nodes > 1 and not (self._refresh_pass or self.gangs_preempt_every_pass):
+            return False
         key = (job.leaf, job.gpus)
         if self.memo.known(key, sched):
             return False

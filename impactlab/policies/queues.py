@@ -157,9 +157,10 @@ class FailMemo:
 class PassGate:
     """Skips a pass that provably changes nothing, so full clusters cost little per event.
 
-    A pass may be skipped when the cluster has no free GPU, no job started at the previous
-    pass's instant, no GPU was freed and no protection ended since (``sched.epoch``), and no job that could
-    preempt has joined the queue (``note``). Such a pass would retry the same failed searches.
+    The previous pass tried every pending job. If no job started at its instant, no GPU was
+    freed and no protection ended since (``sched.epoch``), and no job that could start or
+    preempt has joined the queue (``note``), the next pass would only repeat the same failed
+    placements and searches, so it may be skipped.
     """
 
     def __init__(self) -> None:
@@ -167,12 +168,12 @@ class PassGate:
         self.news = True
 
     def note(self) -> None:
-        """A job that may preempt has become pending."""
+        """A job that may fit or preempt has become pending."""
         self.news = True
 
     def skip(self, sched: Scheduler, refresh_due: bool = False) -> bool:
         """True if this pass cannot change anything."""
-        return not (self.news or refresh_due or sched.epoch != self.epoch or sched.cluster.free_total)
+        return not (self.news or refresh_due or sched.epoch != self.epoch)
 
     def done(self, sched: Scheduler) -> None:
         """Record the state a pass left. It is not settled if jobs started at this instant:
