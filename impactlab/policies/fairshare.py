@@ -14,23 +14,41 @@ DAY_S = 86_400.0
 
 @dataclass
 class FairShare(BasePolicy):
-    """Funded jobs ranked by Fair Tree over usage decayed with a half-life; then unallocated."""
+    """Funded jobs ranked by Fair Tree over usage decayed with a half-life; then unallocated.
+
+    The base of ``impactful``, which adds a sliding window, the contract and preemption.
+    """
 
     name: ClassVar[str] = "fairshare"
-    half_life_days: float = 7.0
+    half_life_days: float | None = 7.0
     refresh_s: float = 300.0
 
     def setup(self, ctx: Context) -> None:
         """Build the fair-share state and the queues."""
         super().setup(ctx)
-        self.fair = FairTree(ctx, 7 * DAY_S, self.half_life_days * DAY_S, self.refresh_s)
-        self.queues = FairQueues(ctx.jobs, boost=False)  # type: ignore[arg-type]
+        half_life = None if self.half_life_days is None else self.half_life_days * DAY_S
+        self.fair = FairTree(ctx, self.window_s, half_life, self.refresh_s)
+        self.queues = FairQueues(ctx.jobs, self.boost)  # type: ignore[arg-type]
         self.gate = PassGate()
+
+    @property
+    def window_s(self) -> float:
+        """Usage window (only used without a half-life)."""
+        return 7 * DAY_S
+
+    @property
+    def boost(self) -> bool:
+        """Whether debug/interactive jobs go first within their tier."""
+        return False
+
+    def may_act(self, j: int) -> bool:
+        """Whether a newly pending job could change a pass: here, only if it fits now."""
+        return self.ctx.jobs[j].gpus <= self.ctx.view.cluster.largest_fit()
 
     def enqueue(self, j: int, now: float) -> None:
         """A pending job joins its leaf's queue."""
         self.queues.add(j)
-        if self.ctx.jobs[j].gpus <= self.ctx.view.cluster.largest_fit():  # without preemption, only a fit matters
+        if self.may_act(j):
             self.gate.note()
 
     def dequeue(self, j: int, now: float) -> None:

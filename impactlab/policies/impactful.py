@@ -7,16 +7,16 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..events import Job
-from .base import BasePolicy, Context, Scheduler
-from .fair import FairQueues, FairTree
-from .queues import FailMemo, PassGate
+from .base import Context, Scheduler
+from .fairshare import FairShare
+from .queues import FailMemo
 from .victims import choose_victims
 
 DAY_S = 86_400.0
 
 
 @dataclass
-class Impactful(BasePolicy):
+class Impactful(FairShare):
     """Funded work by Fair Tree over a sliding window; protected for a capped minimum runtime,
     then preemptible by under-served budgets; unallocated work backfills and never preempts."""
 
@@ -40,10 +40,6 @@ class Impactful(BasePolicy):
     def setup(self, ctx: Context) -> None:
         """Build the fair-share state, the lanes and the victim indexes."""
         super().setup(ctx)
-        half_life = None if self.half_life_days is None else self.half_life_days * DAY_S
-        self.fair = FairTree(ctx, self.window_days * DAY_S, half_life, self.refresh_s)
-        self.queues = FairQueues(ctx.jobs, self.boost_interactive)  # type: ignore[arg-type]
-        self.gate = PassGate()
         self.memo = FailMemo()
         self.funded_running: set[int] = set()
         self.unfunded_running: dict[int, None] = {}  # in start order: newest last
@@ -58,22 +54,25 @@ class Impactful(BasePolicy):
             return 0.0
         return min(job.min_runtime_s, self.cap_hours * 3600.0)
 
-    def enqueue(self, j: int, now: float) -> None:
-        """A pending job joins its lane."""
-        self.queues.add(j)
-        job = self.ctx.jobs[j]
-        if job.funded or job.gpus <= self.ctx.view.cluster.largest_fit():  # it may preempt, or fit
-            self.gate.note()
+    @property
+    def window_s(self) -> float:
+        """The sliding fair-share window."""
+        return self.window_days * DAY_S
 
-    def dequeue(self, j: int, now: float) -> None:
-        """A withdrawn job leaves its lane."""
-        self.queues.remove(j)
+    @property
+    def boost(self) -> bool:
+        """Debug/interactive first within their tier, if asked."""
+        return self.boost_interactive
+
+    def may_act(self, j: int) -> bool:
+        """A funded job may preempt; an unallocated one matters only if it fits now."""
+        return self.ctx.jobs[j].funded or super().may_act(j)
 
     def on_start(self, j: int, now: float) -> None:
         """Charge a funded job's budget from now on; remember it as a possible victim."""
+        super().on_start(j, now)
         job = self.ctx.jobs[j]
         if job.funded:
-            self.fair.charge(job, now, +1)
             self.funded_running.add(j)
             self.memo.changed()  # a new victim, and a side's allocation grew
             self._count_gang(j, +1)
@@ -81,10 +80,10 @@ class Impactful(BasePolicy):
             self.unfunded_running[j] = None
 
     def on_stop(self, j: int, now: float) -> None:
-        """Stop charging."""
+        """Stop charging; forget the job as a victim."""
+        super().on_stop(j, now)
         job = self.ctx.jobs[j]
         if job.funded:
-            self.fair.charge(job, now, -1)
             self.funded_running.discard(j)
             self._count_gang(j, -1)
         else:
