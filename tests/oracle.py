@@ -185,7 +185,21 @@ class FifoOracle(Fifo):
         return float("inf"), set()
 
 
-class LegacyOracle(Legacy):
+class CountsStarts:
+    """Mixin: the fast policy's state (for its charging hooks) plus a start counter."""
+
+    def setup(self, ctx: Context) -> None:
+        """Set up the fast policy, then the counter."""
+        super().setup(ctx)  # type: ignore[misc]
+        self.order = StartOrder()
+
+    def on_start(self, j: int, now: float) -> None:
+        """Remember the start order."""
+        super().on_start(j, now)  # type: ignore[misc]
+        self.order.note(j)
+
+
+class LegacyOracle(CountsStarts, Legacy):
     """``legacy``: by (-priority, index); a blocked job preempts lower-priority preemptible work."""
 
     def enqueue(self, j: int, now: float) -> None:
@@ -193,16 +207,6 @@ class LegacyOracle(Legacy):
 
     def dequeue(self, j: int, now: float) -> None:
         """No queue."""
-
-    def setup(self, ctx: Context) -> None:
-        """The fast policy's state (for its charging hooks) and a start counter."""
-        super().setup(ctx)
-        self.order = StartOrder()
-
-    def on_start(self, j: int, now: float) -> None:
-        """Remember the start order."""
-        super().on_start(j, now)
-        self.order.note(j)
 
     def schedule(self, now: float, sched: Scheduler) -> None:
         """Scan every pending job in priority order; no head-of-line blocking."""
@@ -262,7 +266,7 @@ class FairShareOracle(FairShare):
                 sched.start(j, nodes)
 
 
-class ImpactfulOracle(Impactful):
+class ImpactfulOracle(CountsStarts, Impactful):
     """``impactful``: lanes by Fair Tree rank; funded jobs preempt eligible victims; unallocated
     jobs only backfill."""
 
@@ -271,16 +275,6 @@ class ImpactfulOracle(Impactful):
 
     def dequeue(self, j: int, now: float) -> None:
         """No queue."""
-
-    def setup(self, ctx: Context) -> None:
-        """The fast policy's state (for its charging hooks) and a start counter."""
-        super().setup(ctx)
-        self.order = StartOrder()
-
-    def on_start(self, j: int, now: float) -> None:
-        """Remember the start order."""
-        super().on_start(j, now)
-        self.order.note(j)
 
     def schedule(self, now: float, sched: Scheduler) -> None:
         """Scan every queue in lane order; a funded job that does not fit preempts (a

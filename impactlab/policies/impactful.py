@@ -118,12 +118,7 @@ class Impactful(FairShare):
         victims = None
         if sched.cluster.could_free(job.gpus) and not self._hopeless(sched, job):
             victims = choose_victims(sched, j, self.candidates(sched, j), self._accepts(sched, j))
-        if victims is None:
-            self.memo.record(key, sched)
-            return False
-        for v in victims:
-            sched.preempt(v, j)
-        return True
+        return self.memo.settle(key, sched, j, victims)
 
     def _hopeless(self, sched: Scheduler, job: Job) -> bool:
         """A single-node job cannot break up gangs: True if every node is too full of them

@@ -88,9 +88,4 @@ class Legacy(BasePolicy):
         now, started = sched.now, sched.started_at
         ranked = (v for lower in self.victims_at[:level] for v in reversed(lower) if started[v] < now)
         victims = choose_victims(sched, j, ranked, lambda v, chosen: True)
-        if victims is None:
-            self.memo.record(key, sched)
-            return False
-        for v in victims:
-            sched.preempt(v, j)
-        return True
+        return self.memo.settle(key, sched, j, victims)

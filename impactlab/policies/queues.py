@@ -147,6 +147,16 @@ class FailMemo:
         """True if this search already failed in the current state."""
         return self.failed.get(key) == (sched.epoch, self.version)
 
+    def settle(self, key: Hashable, sched: Scheduler, j: int, victims: list[int] | None) -> bool:
+        """Preempt ``victims`` for job ``j``, or remember that the search failed (None).
+        True if ``j`` can now be placed."""
+        if victims is None:
+            self.record(key, sched)
+            return False
+        for v in victims:
+            sched.preempt(v, j)
+        return True
+
     def record(self, key: Hashable, sched: Scheduler) -> None:
         """Remember a failed search. A failure next to jobs started at this instant (not yet
         victims) is not remembered: they become victims as soon as time moves on."""
