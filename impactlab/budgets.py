@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 ROOT = 0
+NODE_KEYS = frozenset({"name", "share", "children", "users"})
 
 
 class BudgetError(ValueError):
@@ -28,18 +29,34 @@ class BudgetTree:
     names: tuple[str, ...]
     parent: tuple[int, ...]
     share: tuple[float, ...]
+    #: Informational: (project, users) for projects whose YAML lists ``users``. The scheduler's
+    #: leaves stay projects; a job is charged to its ``project`` whoever submits it.
+    users: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @classmethod
     def from_dict(cls, spec: Mapping[str, Any], source: str = "budgets") -> BudgetTree:
-        """Build from nested ``{name, share, children: [...]}`` mappings (the YAML form)."""
+        """Build from nested ``{name, share, children: [...], users: [...]}`` mappings (the YAML form)."""
         names: list[str] = []
         parent: list[int] = []
         share: list[float] = []
+        members: list[tuple[str, tuple[str, ...]]] = []
 
         def add(node: Mapping[str, Any], up: int, path: str) -> None:
+            if not isinstance(node, Mapping):
+                raise BudgetError(f"{source}: under '{path or '/'}': a node is a mapping with a name, got {node!r}")
             name = str(node.get("name", "")).strip()
             if not name:
                 raise BudgetError(f"{source}: node under '{path}' has no name")
+            extra = sorted(set(node) - NODE_KEYS)
+            if extra:
+                raise BudgetError(f"{source}: node '{name}': unknown key(s) {extra}; allowed {sorted(NODE_KEYS)}")
+            kids = node.get("children", None) or ()
+            if not isinstance(kids, Sequence) or isinstance(kids, str):
+                raise BudgetError(f"{source}: node '{name}': children must be a list of nodes")
+            if node.get("users") is not None:
+                if kids:
+                    raise BudgetError(f"{source}: node '{name}': users belong to projects (leaves), not to groups")
+                members.append((name, _user_names(node["users"], name, source)))
             raw = node.get("share", 1.0)
             try:
                 value = float(raw)
@@ -51,11 +68,11 @@ class BudgetTree:
             parent.append(up)
             share.append(value)
             me = len(names) - 1
-            for child in node.get("children", None) or ():
+            for child in kids:
                 add(child, me, f"{path}/{name}")
 
         add({"share": 1.0, **spec, "name": spec.get("name", "root")}, -1, "")
-        tree = cls(tuple(names), tuple(parent), tuple(share))
+        tree = cls(tuple(names), tuple(parent), tuple(share), tuple(members))
         tree._check_unique_leaves(source)
         return tree
 
@@ -84,7 +101,11 @@ class BudgetTree:
             out: dict[str, Any] = {"name": self.names[i], "share": self.share[i]}
             if self.children[i]:
                 out["children"] = [node(c) for c in self.children[i]]
+            elif self.names[i] in members:
+                out["users"] = list(members[self.names[i]])
             return out
+
+        members = dict(self.users)
 
         return node(ROOT)
 
@@ -188,6 +209,16 @@ class BudgetTree:
                 weights = np.array([self.share[c] for c in kids])
                 owed[:, list(kids)] = waterfill(owed[:, i], demand[:, list(kids)], weights)
         return owed
+
+
+def _user_names(raw: Any, project: str, source: str) -> tuple[str, ...]:
+    """User names listed under a project: plain names or ``{name: ...}`` mappings."""
+    if isinstance(raw, str) or not isinstance(raw, Sequence):
+        raise BudgetError(f"{source}: project '{project}': users must be a list of names")
+    names = [str(u.get("name", "") if isinstance(u, Mapping) else u).strip() for u in raw]
+    if "" in names:
+        raise BudgetError(f"{source}: project '{project}': a user has no name")
+    return tuple(names)
 
 
 def waterfill(capacity: np.ndarray, demand: np.ndarray, weights: Sequence[float] | np.ndarray) -> np.ndarray:

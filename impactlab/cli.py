@@ -12,12 +12,18 @@ from pathlib import Path
 
 import pandas as pd
 
+from .budget_io import load_budgets
 from .budgets import BudgetError, BudgetTree
 from .config import SimConfig
 from .health import REPAIR_MODES, HealthConfig
 from .policies import REGISTRY, PolicyError
+from .scenario import load_scenario
 from .simulate import SimResult, simulate
-from .trace import TraceError, validate_trace
+from .trace import TraceError
+from .traces import FORMATS, load
+from .traces.reshape import fill_contract, window
+
+log = logging.getLogger("impactlab")
 
 HEADLINE = ("availability", "occupancy", "occupancy_funded", "occupancy_unallocated", "utilization",
             "impact", "impact_strict", "unallocated_share", "jain", "requested_ratio")
@@ -44,8 +50,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run_options(sim: argparse.ArgumentParser, policy: bool) -> None:
     """Options shared by ``simulate`` and ``compare``."""
-    sim.add_argument("--trace", type=Path, help="CSV or Parquet trace in the impactlab schema (default: synthetic)")
+    sim.add_argument("--trace", type=Path,
+                     help="trace file: impactlab CSV/Parquet, Philly, Helios, Acme, Alibaba, sacct (default: synthetic)")
+    sim.add_argument("--format", choices=sorted(FORMATS), help="trace format (default: detected from the columns)")
+    sim.add_argument("--trace-start-days", type=float, default=0.0, help="replay the trace from this day on")
+    sim.add_argument("--trace-days", type=float, help="replay only this many days of the trace (default: all)")
+    sim.add_argument("--skip-large", action="store_true",
+                     help="skip (and report) jobs larger than the cluster instead of stopping")
+    sim.add_argument("--fill-contract", action="store_true",
+                     help="set min_runtime_s, checkpoint_s and util from per-kind defaults")
     d = SimConfig()
+    sim.add_argument("--scenario", type=Path,
+                     help="scenario YAML (data/scenario-*.yaml): cluster, generator and budgets; "
+                          "options left at their defaults take the scenario's values")
     sim.add_argument("--gpus", type=int, default=d.gpus, help=f"cluster size in GPUs (default {d.gpus})")
     sim.add_argument("--gpus-per-node", type=int, default=d.gpus_per_node)
     sim.add_argument("--days", type=float, default=d.days, help=f"simulated days (default {d.days:g})")
@@ -57,6 +74,8 @@ def _run_options(sim: argparse.ArgumentParser, policy: bool) -> None:
     if policy:
         sim.add_argument("--policy", required=True, choices=sorted(REGISTRY))
     sim.add_argument("--budgets", type=Path, help="budget tree (YAML); default: the synthetic org, or equal shares")
+    sim.add_argument("--unknown-projects", choices=("unallocated", "error"), default="unallocated",
+                     help="jobs whose project is not in the budget tree: run unallocated (default) or stop")
     sim.add_argument("--window-days", type=float, help="impactful: sliding fair-share window (default 7)")
     sim.add_argument("--cap-hours", type=float, help="impactful: protection cap (default 8)")
     sim.add_argument("--warmup-days", type=float, help="left out of the metrics (default: the window, 7 d)")
@@ -64,6 +83,21 @@ def _run_options(sim: argparse.ArgumentParser, policy: bool) -> None:
     sim.add_argument("--repair", choices=REPAIR_MODES, help="how failed nodes are repaired (default: the policy's own)")
     sim.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     sim.add_argument("--out", type=Path, help="write events, jobs, budgets (Parquet), summary and config (JSON)")
+
+
+def apply_scenario(args: argparse.Namespace) -> BudgetTree | None:
+    """Fill options left at their defaults from ``--scenario``; return its budget tree."""
+    if not args.scenario:
+        return None
+    try:
+        scenario = load_scenario(args.scenario)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    default = SimConfig()
+    for name in ("gpus", "gpus_per_node", "days", "demand", "funded_load", "seed"):
+        if getattr(args, name) == getattr(default, name):
+            setattr(args, name, getattr(scenario.config, name))
+    return scenario.budgets
 
 
 def config_from_args(args: argparse.Namespace, policy: str) -> SimConfig:
@@ -89,30 +123,42 @@ def config_from_args(args: argparse.Namespace, policy: str) -> SimConfig:
         raise UsageError(str(err)) from None
 
 
-def read_trace(path: Path, max_gpus: int) -> pd.DataFrame:
-    """A trace file (CSV or Parquet) validated into the schema."""
+def read_trace(path: Path, max_gpus: int, format: str | None = None, skip_large: bool = False) -> pd.DataFrame:
+    """A trace file of any supported format, validated into the schema; skips are logged."""
     if not path.exists():
         raise UsageError(f"{path}: no such file")
-    try:
-        if path.suffix.lower() in (".parquet", ".pq"):
-            raw = pd.read_parquet(path)
-            row_base = 0
-        else:
-            raw = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
-            row_base = 2  # the header is line 1
-    except (OSError, ValueError, pd.errors.ParserError) as err:
-        raise UsageError(f"{path}: cannot read: {err}".splitlines()[0]) from None
-    return validate_trace(raw, source=str(path), row_base=row_base, max_gpus=max_gpus)
+    loaded = load(path, format, max_gpus=max_gpus, oversize="skip" if skip_large else "error")
+    report = loaded.report
+    if report.skipped:
+        reasons = "; ".join(f"{n} {why}" for why, n in report.skipped.items())
+        log.warning("%s: loaded %d of %d rows (skipped: %s)", path, report.jobs, report.rows, reasons)
+    for line in report.lines()[1:]:
+        log.info(line)
+    return loaded.trace
+
+
+def shape_trace(trace: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
+    """Apply the reshaping options: time window and contract defaults."""
+    if args.trace_start_days or args.trace_days is not None:
+        try:
+            trace = window(trace, args.trace_start_days, args.trace_days)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
+    return fill_contract(trace) if args.fill_contract else trace
 
 
 def run(args: argparse.Namespace, policy: str) -> SimResult:
     """Load the inputs and simulate under one policy."""
+    scenario_tree = apply_scenario(args)
     config = config_from_args(args, policy)
-    trace = read_trace(args.trace, config.gpus) if args.trace else None
-    tree = BudgetTree.from_yaml(args.budgets) if args.budgets else None
+    trace = None
+    if args.trace:
+        trace = shape_trace(read_trace(args.trace, config.gpus, args.format, args.skip_large), args)
+    tree = load_budgets(args.budgets) if args.budgets else None
     if trace is None and tree is not None:
         raise UsageError("--budgets needs --trace: the synthetic workload brings its own organisation")
-    return simulate(config, trace=trace, budgets=tree)
+    tree = tree or scenario_tree
+    return simulate(config, trace=trace, budgets=tree, on_unknown_project=args.unknown_projects)
 
 
 def json_ready(value: object) -> object:

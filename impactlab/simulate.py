@@ -8,9 +8,11 @@ import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Literal
 
 import pandas as pd
 
+from .budget_io import check_projects
 from .budgets import BudgetTree
 from .cluster import Cluster
 from .config import SimConfig
@@ -34,6 +36,8 @@ class SimResult:
     events: pd.DataFrame
     sim_wall_s: float
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
+    #: Projects named in the trace but not in the budget tree (job counts); their jobs ran unallocated.
+    unknown_projects: dict[str, int] = field(default_factory=dict)
 
     @property
     def window(self) -> Window:
@@ -79,12 +83,15 @@ class SimResult:
 
 
 def simulate(config: SimConfig | None = None, trace: pd.DataFrame | None = None,
-             budgets: BudgetTree | None = None, policy: Policy | None = None) -> SimResult:
+             budgets: BudgetTree | None = None, policy: Policy | None = None,
+             on_unknown_project: Literal["unallocated", "error"] = "unallocated") -> SimResult:
     """Replay a trace (or the synthetic workload of ``config``) under ``config.policy``.
 
     ``policy`` overrides the registered policy with an instance (a researcher's draft, or a
     test oracle); ``config.policy`` then only names the run. Without ``config``, the default
-    scenario (``SimConfig()``).
+    scenario (``SimConfig()``). Jobs whose project is not a leaf of ``budgets`` run unallocated
+    and are reported (log warning, ``SimResult.unknown_projects``), or raise a BudgetError with
+    ``on_unknown_project="error"``.
     """
     config = config or SimConfig()
     if trace is None:
@@ -97,6 +104,7 @@ def simulate(config: SimConfig | None = None, trace: pd.DataFrame | None = None,
     if too_big.any():
         row = int(too_big.to_numpy().argmax())
         raise TraceError("trace", row, "gpus", f"job larger than the cluster ({config.gpus} GPUs)")
+    unknown = check_projects(trace, tree, on_unknown_project)
     jobs = jobs_from_trace(trace, tree.leaf_of, config.gpus_per_node)
     policy = policy or make_policy(config.policy, **config.policy_knobs)
     engine = Engine(jobs, tree, Cluster(config.nodes, config.gpus_per_node), policy,
@@ -105,7 +113,7 @@ def simulate(config: SimConfig | None = None, trace: pd.DataFrame | None = None,
     log_rows = engine.run()
     wall = time.perf_counter() - began
     log.info("%s: %d jobs, %d events in %.2f s", config.policy, len(jobs), len(log_rows), wall)
-    return SimResult(config, trace, tree, events_frame(log_rows), wall)
+    return SimResult(config, trace, tree, events_frame(log_rows), wall, unknown_projects=unknown)
 
 
 def _flat_tree(trace: pd.DataFrame) -> BudgetTree:

@@ -1,0 +1,91 @@
+"""Budget trees from YAML (with users), from history, and jobs of projects no budget funds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from impactlab import BudgetError, SimConfig, budgets_from_trace, load_budgets, simulate
+from impactlab.budget_io import unknown_projects
+from impactlab.budgets import BudgetTree
+
+DATA = Path(__file__).parent.parent / "data"
+
+YAML = """
+name: lab
+children:
+  - name: language
+    share: 3
+    children:
+      - name: olmo
+        share: 2
+        users: [ann, bob]
+      - name: tulu
+        share: 1
+        users:
+          - name: cy
+  - name: robotics
+    share: 1
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "budgets.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_yaml_tree_with_users(tmp_path):
+    tree = load_budgets(write(tmp_path, YAML))
+    assert [tree.names[i] for i in tree.leaves] == ["olmo", "tulu", "robotics"]
+    assert dict(tree.users) == {"olmo": ("ann", "bob"), "tulu": ("cy",)}
+    assert tree.fraction[tree.leaf_of["olmo"]] == pytest.approx(0.5)
+    assert BudgetTree.from_dict(tree.to_dict()) == tree  # users survive the round trip
+
+
+@pytest.mark.parametrize("text, words", [
+    ("name: lab\nchildren:\n  - name: a\n    shares: 2\n", "unknown key"),
+    ("name: lab\nchildren:\n  - name: a\n    share: -1\n", "positive"),
+    ("name: lab\nchildren:\n  - name: g\n    users: [x]\n    children: [{name: a}]\n", "leaves"),
+    ("name: lab\nchildren:\n  - name: a\n  - name: a\n", "twice"),
+    ("name: lab\nchildren: a\n", "list"),
+    ("name: lab\n", "no projects"),
+    ("- a\n- b\n", "mapping"),
+    ("name: lab\nchildren: [\n", "cannot read"),
+])
+def test_bad_yaml_is_a_budget_error(tmp_path, text, words):
+    with pytest.raises(BudgetError, match=words):
+        load_budgets(write(tmp_path, text))
+
+
+def test_budgets_from_trace_shares_gpu_hours():
+    trace = pd.DataFrame({"job_id": ["1", "2", "3", "4"], "project": ["a", "a", "b", ""],
+                          "user": ["u1", "u2", "u3", "u4"], "gpus": [1, 2, 4, 8],
+                          "duration_s": [3600.0, 3600.0, 1800.0, 3600.0]})
+    tree = budgets_from_trace(trace)
+    assert {tree.names[i]: tree.share[i] for i in tree.leaves} == {"a": 3.0, "b": 2.0}
+    assert dict(tree.users) == {"a": ("u1", "u2"), "b": ("u3",)}
+    equal = budgets_from_trace(trace, rule="equal")
+    assert {equal.share[i] for i in equal.leaves} == {1.0}
+    by_user = budgets_from_trace(trace, by="user", rule="jobs")
+    assert sorted(by_user.leaf_of) == ["u1", "u2", "u3", "u4"]
+
+
+def test_unknown_projects_run_unallocated_and_are_reported():
+    rows = [{"job_id": "a", "submit_s": 0, "gpus": 1, "duration_s": 60, "project": "olmo"},
+            {"job_id": "b", "submit_s": 0, "gpus": 1, "duration_s": 60, "project": "ghost"},
+            {"job_id": "c", "submit_s": 5, "gpus": 1, "duration_s": 60, "project": "ghost"}]
+    tree = BudgetTree.flat({"olmo": 1.0})
+    assert unknown_projects(pd.DataFrame(rows), tree) == {"ghost": 2}
+    config = SimConfig(policy="impactful", gpus=8, days=0.1, warmup_days=0.0)
+    result = simulate(config, trace=pd.DataFrame(rows), budgets=tree)
+    assert result.unknown_projects == {"ghost": 2}
+    with pytest.raises(BudgetError, match="ghost"):
+        simulate(config, trace=pd.DataFrame(rows), budgets=tree, on_unknown_project="error")
+
+
+def test_shipped_budget_files_load():
+    for path in sorted(DATA.glob("*.yaml")):
+        assert load_budgets(path).leaves, path
