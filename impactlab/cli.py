@@ -9,6 +9,7 @@ import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 import pandas as pd
 
@@ -35,11 +36,19 @@ class UsageError(Exception):
     """A problem with the command line's inputs, reported in one line."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """Reports a bad argument in one line (with a pointer to --help), not the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print one line and exit with status 2."""
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used to document the CLI)."""
-    parser = argparse.ArgumentParser(prog="impactlab", description="Simulate GPU-cluster scheduling policies.")
+    parser = _Parser(prog="impactlab", description="Simulate GPU-cluster scheduling policies.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     sim = sub.add_parser("simulate", help="replay a trace (or a synthetic Ai2-like workload) under a policy")
     cmp = sub.add_parser("compare", help="replay the same workload under several policies, side by side")
     cmp.add_argument("--policies", nargs="+", default=["legacy", "impactful"], choices=sorted(REGISTRY))
