@@ -71,7 +71,6 @@ class Engine:
         self.shielded = [False] * n
         self._token = [0] * n  # bumped on every state change; stale timers compare it
         self.pending: set[int] = set()
-        self.fresh: set[int] = set()  # started in the current pass (did the pass decide anything?)
         self.epoch = 0  # bumped whenever GPUs are freed or protection ends (room may appear)
         self.last_start_s = -math.inf  # jobs started at this instant are not yet preemptible
         self.running: set[int] = set()
@@ -84,6 +83,7 @@ class Engine:
         health = health or HealthConfig()
         self.crash_s = health.crash_s
         self.broken: set[int] = set()  # failed nodes still in service (manual repair)
+        self.doomed = [False] * n  # the current attempt runs on a failed node
         self.health = NodeHealth(self, health, health.repair or policy.repair, seed)
         policy.setup(Context(jobs, tree, cluster.capacity, cluster.gpus_per_node, self))
 
@@ -127,7 +127,6 @@ class Engine:
     def _pass(self) -> None:
         self._pass_due = False
         self._in_pass = True
-        self.fresh.clear()
         try:
             self.policy.schedule(self.now, self)
         finally:
@@ -170,7 +169,7 @@ class Engine:
     def start(self, j: int, nodes: tuple[int, ...]) -> None:
         """Start pending job ``j`` on ``nodes`` (a policy decision, validated here)."""
         job = self.jobs[j]
-        if self.state[j] != PENDING:
+        if j not in self.pending:  # a job preempted in this pass is requeued only after it
             raise PolicyError(f"{self.policy.name}: cannot start job {job.job_id}: it is not pending")
         try:
             self.cluster.take(nodes, job.gpus)
@@ -181,16 +180,16 @@ class Engine:
         self._token[j] += 1
         self.pending.discard(j)
         self.running.add(j)
-        self.fresh.add(j)
         for n in nodes:
             self.on_node[n].add(j)
         self.nodes[j], self.started_at[j], self.last_start_s = nodes, now, now
         self.protected_until[j] = now + self.policy.protection_s(job)
         self._log(Ev.START, job, nodes=nodes, overhead_s=self._overhead[j])
         end = now + self._overhead[j] + self.remaining[j]
+        self.doomed[j] = bool(self.broken.intersection(nodes))
+        if self.doomed[j]:  # landed on a failed node nobody has noticed: it fails, never finishes
+            self.at(min(now + self.crash_s, end), self._crash, j, self._token[j])
         self.at(end, self._finish, j, self._token[j])
-        if self.broken.intersection(nodes):
-            self.at(now + self.crash_s, self._crash, j, self._token[j])
         if now < self.protected_until[j]:
             self._shield(j, +1)
             if self.protected_until[j] < end:
@@ -271,7 +270,7 @@ class Engine:
         """Stop a running job early (preemption or failure): keep checkpointed work, requeue it."""
         job = self.jobs[j]
         done = min(max(0.0, self.now - self.started_at[j] - self._overhead[j]), self.remaining[j])
-        kept = kept_progress(done, job.checkpoint_s)
+        kept = 0.0 if self.doomed[j] else kept_progress(done, job.checkpoint_s)  # failed hardware keeps nothing
         self._log(why, job, nodes=self.nodes[j], detail=detail, lost_s=done - kept)
         self.remaining[j] -= kept
         self._overhead[j] = self.restart_overhead_s

@@ -157,7 +157,8 @@ def _kind_jobs(kind: str, target_gpu_s: float, config: GeneratorConfig,
     frames = []
     for day, weight in enumerate(day_w):
         gpus, dur = _draw_until(spec, sizes, target_gpu_s * weight, rng)
-        submit = day * DAY_S + _times_in_day(len(dur), spec.burst, rng, time_rng)
+        span = min(1.0, config.days - day)  # the last day may be partial
+        submit = day * DAY_S + _times_in_day(len(dur), spec.burst, rng, time_rng, span)
         frames.append(pd.DataFrame({"gpus": gpus, "duration_s": dur, "submit_s": submit}))
     out = pd.concat(frames, ignore_index=True)
     out = out[out["submit_s"] < config.days * DAY_S]
@@ -201,6 +202,8 @@ def _campaigns(target_gpu_s: float, config: GeneratorConfig, projects: np.ndarra
                 dur = float(np.clip(rng.lognormal(math.log(spec.median_s), spec.sigma), spec.min_s, spec.max_s))
                 if 0 <= t < horizon_s:
                     rows.append((gpus, dur, t, project))
+                elif t < 0 < t + dur:  # under way at day 0: what is left of it is submitted then
+                    rows.append((gpus, t + dur, 0.0, project))
                 t += dur + rng.uniform(0.5, 2.0) * HOUR_S
             t += idle_mean_s * rng.uniform(0.5, 1.5)
     out = pd.DataFrame(rows, columns=["gpus", "duration_s", "submit_s", "project"])
@@ -209,7 +212,8 @@ def _campaigns(target_gpu_s: float, config: GeneratorConfig, projects: np.ndarra
 
 def _sizes(kind: str, spec: KindSpec, config: GeneratorConfig) -> np.ndarray:
     """Gang sizes scaled to the cluster: at most a quarter of it, whole nodes above one node."""
-    per, cap = config.gpus_per_node, max(config.gpus_per_node, config.gpus // 4 // 8 * 8)
+    per = config.gpus_per_node
+    cap = max(per, config.gpus // 4 // per * per)
     if kind == "pretrain":
         raw = [max(per, round(config.gpus / x / per) * per) for x in spec.gpus]
     else:
@@ -232,11 +236,14 @@ def _hour_weights() -> np.ndarray:
     return rate / rate.sum()
 
 
-def _times_in_day(n: int, burst: float, rng: np.random.Generator, time_rng: np.random.Generator) -> np.ndarray:
-    """Submit times within one day for ``n`` jobs; jobs of a burst share a time."""
+def _times_in_day(n: int, burst: float, rng: np.random.Generator, time_rng: np.random.Generator,
+                  span: float = 1.0) -> np.ndarray:
+    """Submit times within the first ``span`` of one day for ``n`` jobs; a burst shares a time."""
     n_bursts = max(1, math.ceil(n / burst))
-    hours = time_rng.choice(24, size=n_bursts, p=_hour_weights())
-    starts = (hours + time_rng.random(n_bursts)) * HOUR_S
+    hours_open = math.ceil(24 * span)
+    weights = _hour_weights()[:hours_open]
+    hours = time_rng.choice(hours_open, size=n_bursts, p=weights / weights.sum())
+    starts = np.minimum((hours + time_rng.random(n_bursts)) * HOUR_S, span * DAY_S - 1.0)
     which = np.sort(rng.integers(0, n_bursts, size=n)) if burst > 1 else np.arange(n)
     return np.round(starts[which], 1)
 

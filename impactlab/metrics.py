@@ -122,9 +122,10 @@ def demand_steps(jobs: pd.DataFrame, leaf_of: dict[str, int], n_nodes: int, gpus
     return np.concatenate([[0.0], times[order]]), np.cumsum(grid, axis=0)
 
 
-def owed_and_delivered(events: pd.DataFrame, jobs: pd.DataFrame, att: pd.DataFrame, tree: BudgetTree,
-                       window: Window, gpus_per_node: int) -> pd.DataFrame:
-    """Per budget node: entitlement, owed and delivered GPU-seconds over the window."""
+def owed_and_delivered(events: pd.DataFrame, jobs: pd.DataFrame, att: pd.DataFrame, held_s: np.ndarray,
+                       tree: BudgetTree, window: Window, gpus_per_node: int) -> pd.DataFrame:
+    """Per budget node: entitlement, owed and delivered GPU-seconds over the window, and impact
+    (delivered up to owed, over owed; 1 where nothing was owed). ``held_s`` is per attempt."""
     t_d, demand = demand_steps(jobs, tree.leaf_of, tree.size, gpus_per_node, window)
     t_c, cap = capacity_steps(events, window.capacity, gpus_per_node)
     times = np.union1d(t_d, t_c)
@@ -136,13 +137,14 @@ def owed_and_delivered(events: pd.DataFrame, jobs: pd.DataFrame, att: pd.DataFra
     project_of = jobs.set_index("job_id")["project"]
     att_leaf = att["job_id"].map(project_of).map(tree.leaf_of)
     funded = att_leaf.notna().to_numpy()
-    gpu_s = att["gpus"].to_numpy() * clipped(att["start_s"].to_numpy(), att["end_s"].to_numpy(), window)
-    per_leaf = np.bincount(att_leaf[funded].astype(int), weights=gpu_s[funded], minlength=tree.size)
+    per_leaf = np.bincount(att_leaf[funded].astype(int), weights=held_s[funded], minlength=tree.size)
     delivered = tree.subtree_sum(per_leaf)
     entitled = tree.fraction * float((a * dur).sum())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        impact = np.where(owed > 0, np.minimum(delivered, owed) / owed, 1.0)
     return pd.DataFrame({"node": list(tree.names), "leaf": [i in set(tree.leaves) for i in range(tree.size)],
                          "fraction": tree.fraction, "entitled_gpu_s": entitled, "owed_gpu_s": owed,
-                         "delivered_gpu_s": delivered})
+                         "delivered_gpu_s": delivered, "impact": impact})
 
 
 def percentiles(values: pd.Series) -> dict[str, float | int | None]:
@@ -183,11 +185,10 @@ def summarise(events: pd.DataFrame, trace: pd.DataFrame, tree: BudgetTree, windo
     table = job_table(events, trace, horizon_s)
     att = attempts(events, horizon_s)
     healthy = healthy_gpu_s(events, window, gpus_per_node)
-    held_s = att["gpus"].to_numpy() * clipped(att["start_s"].to_numpy(), att["end_s"].to_numpy(), window)
-    on_failed = gpu_s_on_down_nodes(att, down_intervals(events, horizon_s), window, gpus_per_node)
+    held_s = held_gpu_s(att, down_intervals(events, horizon_s), window, gpus_per_node)
     project_of = table.set_index("job_id")["project"]
     funded = att["job_id"].map(project_of).map(tree.leaf_of).notna().to_numpy()
-    budget = owed_and_delivered(events, table, att, tree, window, gpus_per_node)
+    budget = owed_and_delivered(events, table, att, held_s, tree, window, gpus_per_node)
     leaves = budget[budget["leaf"]]
     owed = leaves["owed_gpu_s"].to_numpy()
     got = np.minimum(leaves["delivered_gpu_s"].to_numpy(), owed)
@@ -197,14 +198,14 @@ def summarise(events: pd.DataFrame, trace: pd.DataFrame, tree: BudgetTree, windo
     strict = np.minimum(leaves["delivered_gpu_s"], leaves["entitled_gpu_s"]).sum() / entitled if entitled else 1.0
     summary = {
         "jobs": len(table),
-        "availability": healthy / (window.capacity * window.span_s),
-        "occupancy": (held_s.sum() - on_failed) / healthy,  # GPU time on failed nodes is not occupancy
-        "occupancy_funded": held_s[funded].sum() / healthy,
-        "occupancy_unallocated": held_s[~funded].sum() / healthy,
-        "utilization": _useful_gpu_s(att, table, window) / healthy,
+        "availability": _ratio(healthy, window.capacity * window.span_s),
+        "occupancy": _ratio(held_s.sum(), healthy),
+        "occupancy_funded": _ratio(held_s[funded].sum(), healthy),
+        "occupancy_unallocated": _ratio(held_s[~funded].sum(), healthy),
+        "utilization": _ratio(_useful_gpu_s(att, table, window), healthy),
         "impact": float(got.sum() / owed.sum()) if owed.sum() else 1.0,
         "impact_strict": float(strict),
-        "unallocated_share": held_s[~funded].sum() / held_s.sum() if held_s.sum() else 0.0,
+        "unallocated_share": _ratio(held_s[~funded].sum(), held_s.sum()),
         "preemptions": len(preempts),
         "lost_gpu_hours": lost_to(att, "preempt", window) / 3600.0,
         "jain": jain(got[owed > 0] / owed[owed > 0]),
@@ -215,6 +216,11 @@ def summarise(events: pd.DataFrame, trace: pd.DataFrame, tree: BudgetTree, windo
         "wait_by_size_s": by_size,
     }
     return {k: (float(v) if isinstance(v, np.floating) else v) for k, v in summary.items()}, table, budget
+
+
+def _ratio(part: float, whole: float) -> float:
+    """``part / whole``, or 0 when there is nothing to divide by (e.g. every node down)."""
+    return float(part / whole) if whole else 0.0
 
 
 def _useful_gpu_s(att: pd.DataFrame, table: pd.DataFrame, window: Window) -> float:
@@ -250,18 +256,20 @@ def down_intervals(events: pd.DataFrame, horizon_s: float) -> pd.DataFrame:
     return out
 
 
-def gpu_s_on_down_nodes(att: pd.DataFrame, down: pd.DataFrame, window: Window, gpus_per_node: int) -> float:
-    """GPU-seconds that attempts spent on failed nodes (manual repair: jobs land there and die)."""
-    hit = att[att["ended_by"] == "fail"]
-    if hit.empty or down.empty:
-        return 0.0
-    per_node = np.minimum(hit["gpus"].to_numpy(), gpus_per_node)
-    rows = hit.assign(node=hit["nodes"].str.split(","), share=per_node).explode("node")
+def held_gpu_s(att: pd.DataFrame, down: pd.DataFrame, window: Window, gpus_per_node: int) -> np.ndarray:
+    """GPU-seconds each attempt held inside the window on healthy nodes. Time on a failed node
+    (manual repair: jobs land there until a person drains it) is not occupancy."""
+    held = att["gpus"].to_numpy() * clipped(att["start_s"].to_numpy(), att["end_s"].to_numpy(), window)
+    if down.empty or att.empty:
+        return held
+    rows = att.assign(attempt=np.arange(len(att)), share=np.minimum(att["gpus"].to_numpy(), gpus_per_node))
+    rows = rows.assign(node=rows["nodes"].str.split(",")).explode("node")
     rows["node"] = rows["node"].astype(int)
     pairs = rows.merge(down, on="node")
     start = np.maximum(pairs["start_s"].to_numpy(), pairs["down_s"].to_numpy())
     end = np.minimum(pairs["end_s"].to_numpy(), pairs["up_s"].to_numpy())
-    return float((pairs["share"].to_numpy() * clipped(start, np.maximum(start, end), window)).sum())
+    lost = pairs["share"].to_numpy() * clipped(start, np.maximum(start, end), window)
+    return held - np.bincount(pairs["attempt"].to_numpy(), weights=lost, minlength=len(att))
 
 
 def health_summary(events: pd.DataFrame, att: pd.DataFrame, window: Window, horizon_s: float) -> dict[str, object]:

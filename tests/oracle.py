@@ -40,7 +40,8 @@ def frees_per_node(sched: Scheduler, v: int) -> int:
     return min(sched.jobs[v].gpus, sched.cluster.gpus_per_node)
 
 
-def choose(sched: Scheduler, j: int, candidates: Iterable[int], accept: Accept) -> list[int] | None:
+def choose(sched: Scheduler, j: int, candidates: Iterable[int], accept: Accept,
+           approve: Callable[[list[int]], bool] | None = None) -> list[int] | None:
     """Victims whose preemption lets job ``j`` be placed, in candidate order; None if none do."""
     per, gpus = sched.cluster.gpus_per_node, sched.jobs[j].gpus
     free = list(sched.cluster.free)
@@ -67,7 +68,8 @@ def choose(sched: Scheduler, j: int, candidates: Iterable[int], accept: Accept) 
             break
     if target is None:
         return None
-    return trim(sched, accepted, target, gpus if single else per)
+    kept = trim(sched, accepted, target, gpus if single else per)
+    return kept if approve is None or approve(kept) else None
 
 
 def trim(sched: Scheduler, accepted: list[int], target: list[int], need: int) -> list[int]:
@@ -281,6 +283,8 @@ class ImpactfulOracle(CountsStarts, Impactful):
         multi-node gang only in a pass that refreshes the ranking, unless told otherwise)."""
         self.refresh_pass = now >= self.fair.next_refresh
         self.fair.refresh(now)
+        if self.refresh_pass:
+            sched.wake_at(self.fair.next_refresh)
         ordered = fair_lanes(sched.pending, sched, self.fair.order, self.boost_interactive)
         for lane in lanes_of(ordered, sched, self.boost_interactive):
             funded = sched.jobs[lane[0]].leaf != UNALLOCATED
@@ -290,7 +294,8 @@ class ImpactfulOracle(CountsStarts, Impactful):
         """Victims for funded job ``j``, or None."""
         if sched.jobs[j].n_nodes > 1 and not (self.refresh_pass or self.gangs_preempt_every_pass):
             return None
-        return choose(sched, j, self.victim_candidates(sched, j), self.no_ping_pong(sched, j))
+        return choose(sched, j, self.victim_candidates(sched, j), self.no_ping_pong(sched, j),
+                      self.no_ping_pong_after_trim(sched, j))
 
     def victim_candidates(self, sched: Scheduler, j: int) -> list[int]:
         """Unallocated, most recently started first; then funded jobs of other leaves holding at
@@ -323,6 +328,23 @@ class ImpactfulOracle(CountsStarts, Impactful):
             return fair.served(mine, job.held - mine_held) <= fair.served(theirs, -theirs_held)
 
         return accept
+
+    def no_ping_pong_after_trim(self, sched: Scheduler, j: int) -> Callable[[list[int]], bool]:
+        """The same rule on the victims actually kept: every funded victim's side, with all the
+        kept victims gone, stays at least as served as ``j``'s side with ``j`` running."""
+        jobs, fair, job = sched.jobs, self.fair, sched.jobs[j]
+
+        def approve(victims: list[int]) -> bool:
+            gone = [jobs[v] for v in victims if jobs[v].leaf != UNALLOCATED]
+            for victim in gone:
+                mine, theirs = fair.split(job.leaf, victim.leaf)
+                mine_held = sum(u.held for u in gone if mine in fair.paths[u.leaf])
+                theirs_held = sum(u.held for u in gone if theirs in fair.paths[u.leaf])
+                if fair.served(mine, job.held - mine_held) > fair.served(theirs, -theirs_held):
+                    return False
+            return True
+
+        return approve
 
 
 #: Registered policy name -> its oracle (every registered policy needs one).

@@ -46,7 +46,6 @@ class Scheduler(Protocol):
     started_at: list[float]
     protected_until: list[float]
     shielded: list[bool]  # protected right now (cleared by the event that ends protection)
-    fresh: set[int]  # started in the current pass
     epoch: int  # changes whenever GPUs are freed or a protection ends
     last_start_s: float  # time of the latest start; jobs started at ``now`` are not yet victims
 

@@ -10,7 +10,7 @@ from ..events import Job
 from .base import Context, Scheduler
 from .fairshare import FairShare
 from .queues import FailMemo
-from .victims import choose_victims
+from .victims import Accept, Approve, choose_victims
 
 DAY_S = 86_400.0
 
@@ -104,6 +104,7 @@ class Impactful(FairShare):
         if refresh:
             self.fair.refresh(now)
             self.memo.changed()
+            sched.wake_at(self.fair.next_refresh)  # gangs search then, even if nothing else happens
         self.queues.run(self.fair, sched, lambda j: self.make_room(sched, j))
         self.gate.done(sched)
 
@@ -117,7 +118,8 @@ class Impactful(FairShare):
             return False
         victims = None
         if sched.cluster.could_free(job.gpus) and not self._hopeless(sched, job):
-            victims = choose_victims(sched, j, self.candidates(sched, j), self._accepts(sched, j))
+            victims = choose_victims(sched, j, self.candidates(sched, j), self._accepts(sched, j),
+                                     self._approves(sched, j))
         return self.memo.settle(key, sched, j, victims)
 
     def _hopeless(self, sched: Scheduler, job: Job) -> bool:
@@ -151,22 +153,41 @@ class Impactful(FairShare):
         for t in sorted(funded):
             yield -t[-1]
 
-    def _accepts(self, sched: Scheduler, j: int):
-        """No ping-pong: after the swap, ``j``'s side must be no better served than the victim's."""
+    def _accepts(self, sched: Scheduler, j: int) -> Accept:
+        """No ping-pong, judged as the walk goes: with the victims accepted so far, ``j``'s side
+        must stay no better served than each victim's side."""
         jobs, fair, job = sched.jobs, self.fair, sched.jobs[j]
         freed: dict[int, int] = {}  # funded GPUs taken from each tree node by accepted victims
 
-        def accept(v: int, chosen: list[int]) -> bool:
+        def accept(v: int) -> bool:
             victim = jobs[v]
-            if not victim.funded:
-                return True
-            mine, theirs = fair.split(job.leaf, victim.leaf)  # type: ignore[misc]
-            mine_after = fair.served(mine, job.held - freed.get(mine, 0))
-            theirs_after = fair.served(theirs, -freed.get(theirs, 0) - victim.held)
-            if mine_after > theirs_after:
+            if victim.funded and not self._fair_swap(job, victim, freed, victim.held):
                 return False
-            for node in fair.paths[victim.leaf]:
-                freed[node] = freed.get(node, 0) + victim.held
+            if victim.funded:
+                for node in fair.paths[victim.leaf]:
+                    freed[node] = freed.get(node, 0) + victim.held
             return True
 
         return accept
+
+    def _approves(self, sched: Scheduler, j: int) -> Approve:
+        """No ping-pong on the final set: after the swap, ``j``'s side is no better served than
+        the side of every funded victim."""
+        jobs, fair, job = sched.jobs, self.fair, sched.jobs[j]
+
+        def approve(victims: list[int]) -> bool:
+            funded = [jobs[v] for v in victims if jobs[v].funded]
+            freed: dict[int, int] = {}
+            for victim in funded:
+                for node in fair.paths[victim.leaf]:
+                    freed[node] = freed.get(node, 0) + victim.held
+            return all(self._fair_swap(job, victim, freed, 0) for victim in funded)
+
+        return approve
+
+    def _fair_swap(self, job: Job, victim: Job, freed: dict[int, int], extra: int) -> bool:
+        """Whether ``job``'s side stays no better served than ``victim``'s side at their lowest
+        common ancestor, with ``freed`` (plus ``extra`` from the victim's side) taken away."""
+        mine, theirs = self.fair.split(job.leaf, victim.leaf)  # type: ignore[misc]
+        mine_after = self.fair.served(mine, job.held - freed.get(mine, 0))
+        return mine_after <= self.fair.served(theirs, -freed.get(theirs, 0) - extra)

@@ -87,5 +87,5 @@ class Legacy(BasePolicy):
             return False
         now, started = sched.now, sched.started_at
         ranked = (v for lower in self.victims_at[:level] for v in reversed(lower) if started[v] < now)
-        victims = choose_victims(sched, j, ranked, lambda v, chosen: True)
+        victims = choose_victims(sched, j, ranked, lambda v: True)
         return self.memo.settle(key, sched, j, victims)

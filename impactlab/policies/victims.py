@@ -8,16 +8,26 @@ from collections.abc import Callable, Iterable
 from ..cluster import nodes_needed
 from .base import Scheduler
 
-Accept = Callable[[int, list[int]], bool]  # (victim, victims already chosen) -> still eligible?
+Accept = Callable[[int], bool]  # is this candidate still eligible, given those accepted so far?
+Approve = Callable[[list[int]], bool]  # is this final set of victims allowed?
 
 
-def choose_victims(sched: Scheduler, j: int, candidates: Iterable[int], accept: Accept) -> list[int] | None:
+def choose_victims(sched: Scheduler, j: int, candidates: Iterable[int], accept: Accept,
+                   approve: Approve | None = None) -> list[int] | None:
     """Victims, in preference order, whose preemption lets job ``j`` be placed; None if none do.
 
     Walks ``candidates`` in order, counting what each would free per node, and stops at the
     first node (or set of whole nodes, for a multi-node gang) that becomes free enough. A
-    reverse pass then drops victims that turned out unneeded.
+    reverse pass then drops victims that turned out unneeded, and ``approve`` checks the set
+    that remains (a rule judged on the walk could depend on victims since dropped).
     """
+    victims = _walk(sched, j, candidates, accept)
+    if victims is None or (approve is not None and not approve(victims)):
+        return None
+    return victims
+
+
+def _walk(sched: Scheduler, j: int, candidates: Iterable[int], accept: Accept) -> list[int] | None:
     cluster, job = sched.cluster, sched.jobs[j]
     if not cluster.could_free(job.gpus):
         return None
@@ -26,7 +36,7 @@ def choose_victims(sched: Scheduler, j: int, candidates: Iterable[int], accept: 
     chosen: list[int] = []
     whole = sorted(cluster.by_free[per]) if job.n_nodes > 1 else []
     for v in candidates:
-        if not accept(v, chosen):
+        if not accept(v):
             continue
         chosen.append(v)
         victim = sched.jobs[v]

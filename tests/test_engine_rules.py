@@ -1,0 +1,117 @@
+"""Rules found by review, each with the small case that once broke it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+import pytest
+
+from conftest import run_tiny
+from impactlab import BudgetTree, SimConfig, simulate
+from impactlab.budgets import ROOT
+from impactlab.events import Event, events_frame
+from impactlab.metrics import Window, summarise
+from impactlab.policies.base import BasePolicy, PolicyError
+from impactlab.trace import validate_trace
+
+
+def test_a_blocked_funded_gang_preempts_at_the_next_refresh_even_if_nothing_else_happens():
+    rows = [dict(job_id="u", submit_s=0, project="", gpus=16, duration_s=5000, kind="other"),
+            dict(job_id="g", submit_s=10, project="p", gpus=16, duration_s=100, kind="training")]
+    log = run_tiny(rows, policy="impactful", gpus=16, budgets=BudgetTree.flat({"p": 1})).events
+    preempt = log[log.event == "preempt"]
+    assert preempt.job_id.tolist() == ["u"] and preempt.detail.tolist() == ["by=g"]
+    assert 10 < preempt.t_s.iloc[0] <= 10 + 300  # the first ranking refresh after the gang arrived
+
+
+def test_no_ping_pong_is_judged_on_the_victims_actually_preempted():
+    # A1's 8-GPU job would need b1v (B1, 8 GPUs) and, to pass the rule on the walk, counts a2v
+    # (A2, on another node) as freed too; the trim keeps only b1v, and with b1v alone A would
+    # end up better served than B, so nothing may be preempted.
+    tree = BudgetTree.from_dict({"name": "root", "children": [
+        {"name": "A", "share": 1, "children": [{"name": "A1", "share": 3}, {"name": "A2", "share": 1}]},
+        {"name": "B", "share": 1, "children": [{"name": "B1", "share": 1}]}]})
+
+    def job(i, t, p, g, protect):
+        return dict(job_id=i, submit_s=t, project=p, gpus=g, duration_s=5000, kind="training",
+                    min_runtime_s=protect, checkpoint_s=0)
+
+    rows = [job("a2p", 0, "A2", 4, 28800), job("a2v", 1, "A2", 4, 28800), job("b1v", 2, "B1", 8, 0),
+            job("b1p", 3, "B1", 8, 28800), job("b1q", 4, "B1", 4, 28800), job("j", 10, "A1", 8, 0)]
+    log = run_tiny(rows, policy="impactful", gpus=32, budgets=tree, horizon_s=200).events
+    assert (log.event != "preempt").all()
+
+
+@dataclass
+class RestartsItsVictim(BasePolicy):
+    """Wrong on purpose: preempts a job and starts it again in the same pass."""
+
+    name = "restarts-its-victim"
+
+    def schedule(self, now, sched):
+        for j in sorted(sched.pending):
+            nodes = sched.cluster.best_fit(sched.jobs[j].gpus)
+            if nodes:
+                sched.start(j, nodes)
+        if now == 10 and 0 in sched.running:
+            sched.preempt(0, 1)
+            sched.start(0, sched.cluster.best_fit(8))
+
+
+def test_the_engine_refuses_to_restart_a_victim_in_the_pass_that_preempted_it():
+    rows = [dict(job_id="a", submit_s=0, gpus=8, duration_s=100), dict(job_id="b", submit_s=10, gpus=8, duration_s=100)]
+    config = SimConfig(policy="fifo", gpus=8, days=1000 / 86400, warmup_days=0)
+    with pytest.raises(PolicyError, match="not pending"):
+        simulate(config, trace=pd.DataFrame(rows), policy=RestartsItsVictim())
+
+
+def test_gpu_time_on_a_failed_node_is_not_occupancy():
+    # Node 1 is down for the whole window; y holds node 0 throughout, x runs on node 1 for 100 s.
+    events = events_frame([
+        Event(0, "node_down", "", 8, "1", "failure; repair=manual", 0, 0),
+        Event(0, "submit", "y", 8, "", "", 0, 0), Event(0, "start", "y", 8, "0", "", 0, 0),
+        Event(100, "submit", "x", 8, "", "", 0, 0), Event(100, "start", "x", 8, "1", "", 0, 0),
+        Event(200, "fail", "x", 8, "1", "node 1 failed", 0, 100), Event(200, "requeue", "x", 8, "", "", 0, 0),
+    ])
+    trace = validate_trace(pd.DataFrame([dict(job_id="y", submit_s=0, gpus=8, duration_s=5000),
+                                         dict(job_id="x", submit_s=100, gpus=8, duration_s=100)]))
+    summary, _, _ = summarise(events, trace, BudgetTree.from_dict({"name": "root"}), Window(0, 1000, 16), 8, 1000)
+    assert summary["availability"] == pytest.approx(0.5)
+    assert summary["occupancy"] == pytest.approx(1.0)  # y's 8 GPUs of the 8 healthy ones
+    assert summary["occupancy_unallocated"] == pytest.approx(1.0)
+
+
+def test_a_job_that_lands_on_a_failed_node_fails_there_even_if_it_would_finish_sooner():
+    from impactlab.health import HealthConfig
+
+    rows = [dict(job_id=f"j{i}", submit_s=float(i * 60), gpus=8, duration_s=100.0, checkpoint_s=0.0)
+            for i in range(40)]
+    config = SimConfig(policy="fifo", gpus=16, days=0.05, warmup_days=0, seed=5,
+                       health=HealthConfig(mtbf_hours=0.5, repair="manual", crash_s=300.0, detect_hours=1))
+    result = simulate(config, trace=pd.DataFrame(rows))
+    log = result.events
+    downs = log[log.event == "node_down"]
+    assert len(downs) > 0
+    for _, down in downs.iterrows():
+        node, t0 = down.nodes, down.t_s
+        ups = log[(log.event == "node_up") & (log.nodes == node) & (log.t_s > t0)]
+        t1 = ups.t_s.min() if len(ups) else float("inf")
+        landed = log[(log.event == "start") & (log.nodes == node) & (log.t_s > t0) & (log.t_s < t1)]
+        for row, start in landed.iterrows():
+            after = log.loc[row:]  # in log order: a job can fail and land again at one instant
+            ends = after[(after.job_id == start.job_id) & after.event.isin(["finish", "fail", "preempt"])]
+            if ends.empty:  # still running at the horizon
+                continue
+            end = ends.iloc[0]
+            assert end.event == "fail", f"{start.job_id} finished on failed node {node}"
+            assert end.lost_s == pytest.approx(end.t_s - start.t_s - start.overhead_s)  # kept nothing
+    assert 0 <= result.summary()["occupancy"] <= 1
+
+
+def test_per_node_impact_is_reported_in_the_budget_table():
+    result = run_tiny([dict(job_id="a", submit_s=0, project="p", gpus=8, duration_s=100)], policy="fifo",
+                      budgets=BudgetTree.flat({"p": 1, "q": 1}))
+    table = result.budgets.set_index("node")
+    assert table.loc["p", "impact"] == 1.0 and table.loc["q", "impact"] == 1.0  # q owed nothing
+    assert table.iloc[ROOT]["impact"] == 1.0
