@@ -8,8 +8,7 @@ from typing import Any
 from .generator import GeneratorConfig
 from .health import HealthConfig
 from .policies import REGISTRY
-
-DAY_S = 86_400.0
+from .units import DAY_S
 
 
 @dataclass(frozen=True)

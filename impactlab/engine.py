@@ -18,7 +18,8 @@ from .events import Ev, Event, Job
 from .health import HealthConfig, NodeHealth
 from .policies.base import Context, Policy, PolicyError
 
-QUEUED, PENDING, RUNNING, DONE, WITHDRAWN = range(5)  # QUEUED = not yet submitted
+QUEUED, PENDING, RUNNING, DONE, WITHDRAWN = range(5)
+NO_FAILURES = HealthConfig()  # the do-nothing health model  # QUEUED = not yet submitted
 
 
 def kept_progress(done_s: float, checkpoint_s: float) -> float:
@@ -52,7 +53,7 @@ class Engine:
         policy: Policy,
         restart_overhead_s: float,
         horizon_s: float,
-        health: HealthConfig | None = None,
+        health: HealthConfig = NO_FAILURES,
         seed: int = 0,
     ):
         self.env = simpy.Environment()
@@ -80,7 +81,6 @@ class Engine:
         self._in_pass = False
         self._requeued: list[int] = []
         self._wakes: set[float] = set()
-        health = health or HealthConfig()
         self.crash_s = health.crash_s
         self.broken: set[int] = set()  # failed nodes still in service (manual repair)
         self.doomed = [False] * n  # the current attempt runs on a failed node

@@ -16,8 +16,7 @@ import numpy as np
 import pandas as pd
 
 from .budgets import BudgetTree
-
-HOUR_S, DAY_S = 3600.0, 86_400.0
+from .units import DAY_S, HOUR_S
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover - only for type hints
     from .engine import Engine
 
-HOUR_S = 3600.0
+from .units import HOUR_S
+
 RepairMode = Literal["automatic", "manual"]
 REPAIR_MODES: tuple[RepairMode, ...] = ("automatic", "manual")
 

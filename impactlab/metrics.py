@@ -6,6 +6,7 @@ Time-integrals are clipped to the reporting window [t0, t1].
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,11 +52,13 @@ def attempts(events: pd.DataFrame, horizon_s: float) -> pd.DataFrame:
     return out
 
 
-def job_table(events: pd.DataFrame, trace: pd.DataFrame, horizon_s: float) -> pd.DataFrame:
+def job_table(events: pd.DataFrame, trace: pd.DataFrame, horizon_s: float,
+              att: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per-job outcome: first start, end, state, first-start wait, total queued time, attempts,
-    preemptions, failures, lost and overhead seconds. Jobs never started count their wait so far."""
+    preemptions, failures, lost and overhead seconds. Jobs never started count their wait so far.
+    ``att`` is ``attempts(events, horizon_s)`` when the caller has it already."""
     submitted = trace[trace["submit_s"] < horizon_s]
-    att = attempts(events, horizon_s)
+    att = (attempts(events, horizon_s) if att is None else att).assign()
     att["ran_s"] = att["end_s"] - att["start_s"]
     per_attempt = att.groupby("job_id").agg(
         first_start_s=("start_s", "min"), attempts=("start_s", "size"), ran_s=("ran_s", "sum"),
@@ -163,12 +166,14 @@ def size_bucket(gpus: pd.Series) -> pd.Series:
     return labels
 
 
-def wait_stats(table: pd.DataFrame, window: Window) -> tuple[dict[str, object], dict[str, object]]:
-    """First-start waits of jobs submitted in the window: overall, by kind and by size bucket."""
+def wait_stats(table: pd.DataFrame, window: Window,
+               column: str = "wait_s") -> tuple[dict[str, object], dict[str, object]]:
+    """Waits of jobs submitted in the window (first-start ``wait_s``, or total ``queued_s``
+    including requeues): overall, by kind and by size bucket."""
     inside = table[(table["submit_s"] >= window.t0) & (table["submit_s"] < window.t1)]
-    by_kind = {k: percentiles(g["wait_s"]) for k, g in inside.groupby("kind", sort=True)}
-    by_size = {b: percentiles(g["wait_s"]) for b, g in inside.groupby(size_bucket(inside["gpus"]), sort=False)}
-    return {"all": percentiles(inside["wait_s"]), **by_kind}, by_size
+    by_kind = {k: percentiles(g[column]) for k, g in inside.groupby("kind", sort=True)}
+    by_size = {b: percentiles(g[column]) for b, g in inside.groupby(size_bucket(inside["gpus"]), sort=False)}
+    return {"all": percentiles(inside[column]), **by_kind}, by_size
 
 
 def jain(x: np.ndarray) -> float:
@@ -182,8 +187,8 @@ def jain(x: np.ndarray) -> float:
 def summarise(events: pd.DataFrame, trace: pd.DataFrame, tree: BudgetTree, window: Window,
               gpus_per_node: int, horizon_s: float) -> tuple[dict[str, object], pd.DataFrame, pd.DataFrame]:
     """The run's headline metrics, its per-job table and its per-budget-node table."""
-    table = job_table(events, trace, horizon_s)
     att = attempts(events, horizon_s)
+    table = job_table(events, trace, horizon_s, att)
     healthy = healthy_gpu_s(events, window, gpus_per_node)
     held_s = held_gpu_s(att, down_intervals(events, horizon_s), window, gpus_per_node)
     project_of = table.set_index("job_id")["project"]
@@ -212,8 +217,11 @@ def summarise(events: pd.DataFrame, trace: pd.DataFrame, tree: BudgetTree, windo
         "requested_ratio": _requested_ratio(table, window, gpus_per_node),
         "withdrawn": int((table["state"] == "withdrawn").sum()),
         **health_summary(events, att, window, horizon_s),
+        "preemptions_by_kind": {str(k): int(n) for k, n in
+                                preempts["job_id"].map(table.set_index("job_id")["kind"]).value_counts().sort_index().items()},
         "wait_s": waits,
         "wait_by_size_s": by_size,
+        "queued_s": wait_stats(table, window, "queued_s")[0],
     }
     return {k: (float(v) if isinstance(v, np.floating) else v) for k, v in summary.items()}, table, budget
 
@@ -316,3 +324,32 @@ def health_series(events: pd.DataFrame, capacity: int, gpus_per_node: int, horiz
         "auto_repairs": count(down.loc[down["repair"] == "automatic", "up_s"].to_numpy()),
         "human_repairs": count(down.loc[down["repair"] == "human", "up_s"].to_numpy()),
     })
+
+
+# ----- fairness over time ---------------------------------------------------------------------
+def share_series(events: pd.DataFrame, table: pd.DataFrame, tree: BudgetTree, capacity: int,
+                 gpus_per_node: int, horizon_s: float, bucket_s: float) -> pd.DataFrame:
+    """Per time bucket and project: its share of healthy capacity delivered to its funded jobs,
+    next to its entitled share (long form: t_s, project, delivered_share, entitled_share)."""
+    att = attempts(events, horizon_s)
+    leaf = att["job_id"].map(table.set_index("job_id")["project"]).map(tree.leaf_of)
+    att = att[leaf.notna().to_numpy()].assign(leaf=leaf.dropna().astype(int).to_numpy())
+    edges = np.append(np.arange(0.0, horizon_s, bucket_s), horizon_s)
+    healthy = np.array([healthy_gpu_s(events, Window(a, b, capacity), gpus_per_node)
+                        for a, b in itertools.pairwise(edges)])
+    rows = []
+    for node in tree.leaves:
+        mine = att[att["leaf"] == node]
+        times = np.concatenate([mine["start_s"], mine["end_s"]])
+        rate = np.concatenate([mine["gpus"], -mine["gpus"]]).astype(float)
+        order = np.argsort(times, kind="stable")
+        t, r = times[order], np.cumsum(rate[order])
+        cum = np.concatenate([[0.0], np.cumsum(r[:-1] * np.diff(t))]) if len(t) else np.zeros(0)
+        at_edges = np.interp(edges, t, cum, left=0.0, right=cum[-1] if len(cum) else 0.0) if len(t) else 0 * edges
+        delivered = np.diff(at_edges)
+        rows.append(pd.DataFrame({"t_s": edges[:-1], "project": tree.names[node],
+                                  "delivered_share": np.divide(delivered, healthy, out=np.zeros_like(delivered),
+                                                               where=healthy > 0),
+                                  "entitled_share": tree.fraction[node]}))
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
+        columns=["t_s", "project", "delivered_share", "entitled_share"])

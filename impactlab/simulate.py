@@ -19,7 +19,7 @@ from .config import SimConfig
 from .engine import Engine
 from .events import events_frame, jobs_from_trace
 from .generator import generate
-from .metrics import Window, health_series, summarise
+from .metrics import Window, health_series, share_series, summarise
 from .policies import Policy, make_policy
 from .trace import TraceError, validate_trace
 
@@ -35,7 +35,6 @@ class SimResult:
     tree: BudgetTree
     events: pd.DataFrame
     sim_wall_s: float
-    _cache: dict = field(default_factory=dict, repr=False, compare=False)
     #: Projects named in the trace but not in the budget tree (job counts); their jobs ran unallocated.
     unknown_projects: dict[str, int] = field(default_factory=dict)
 
@@ -63,6 +62,11 @@ class SimResult:
         """Per time bucket: mean healthy GPUs, failures and repairs by kind."""
         return health_series(self.events, self.config.gpus, self.config.gpus_per_node, self.config.horizon_s,
                              bucket_s)
+
+    def share_series(self, bucket_s: float = 6 * 3600.0) -> pd.DataFrame:
+        """Per time bucket and project: delivered share of healthy capacity against entitlement."""
+        return share_series(self.events, self.jobs, self.tree, self.config.gpus, self.config.gpus_per_node,
+                            self.config.horizon_s, bucket_s)
 
     def summary(self) -> dict:
         """Headline metrics (fractions in [0, 1], waits in seconds) with the run's identity."""

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 import pytest
-
 from conftest import run_tiny
+
 from impactlab import BudgetTree, SimConfig, simulate
 from impactlab.budgets import ROOT
 from impactlab.events import Event, events_frame
@@ -17,8 +17,8 @@ from impactlab.trace import validate_trace
 
 
 def test_a_blocked_funded_gang_preempts_at_the_next_refresh_even_if_nothing_else_happens():
-    rows = [dict(job_id="u", submit_s=0, project="", gpus=16, duration_s=5000, kind="other"),
-            dict(job_id="g", submit_s=10, project="p", gpus=16, duration_s=100, kind="training")]
+    rows = [{"job_id": "u", "submit_s": 0, "project": "", "gpus": 16, "duration_s": 5000, "kind": "other"},
+            {"job_id": "g", "submit_s": 10, "project": "p", "gpus": 16, "duration_s": 100, "kind": "training"}]
     log = run_tiny(rows, policy="impactful", gpus=16, budgets=BudgetTree.flat({"p": 1})).events
     preempt = log[log.event == "preempt"]
     assert preempt.job_id.tolist() == ["u"] and preempt.detail.tolist() == ["by=g"]
@@ -34,8 +34,8 @@ def test_no_ping_pong_is_judged_on_the_victims_actually_preempted():
         {"name": "B", "share": 1, "children": [{"name": "B1", "share": 1}]}]})
 
     def job(i, t, p, g, protect):
-        return dict(job_id=i, submit_s=t, project=p, gpus=g, duration_s=5000, kind="training",
-                    min_runtime_s=protect, checkpoint_s=0)
+        return {"job_id": i, "submit_s": t, "project": p, "gpus": g, "duration_s": 5000, "kind": "training",
+                    "min_runtime_s": protect, "checkpoint_s": 0}
 
     rows = [job("a2p", 0, "A2", 4, 28800), job("a2v", 1, "A2", 4, 28800), job("b1v", 2, "B1", 8, 0),
             job("b1p", 3, "B1", 8, 28800), job("b1q", 4, "B1", 4, 28800), job("j", 10, "A1", 8, 0)]
@@ -60,7 +60,7 @@ class RestartsItsVictim(BasePolicy):
 
 
 def test_the_engine_refuses_to_restart_a_victim_in_the_pass_that_preempted_it():
-    rows = [dict(job_id="a", submit_s=0, gpus=8, duration_s=100), dict(job_id="b", submit_s=10, gpus=8, duration_s=100)]
+    rows = [{"job_id": "a", "submit_s": 0, "gpus": 8, "duration_s": 100}, {"job_id": "b", "submit_s": 10, "gpus": 8, "duration_s": 100}]
     config = SimConfig(policy="fifo", gpus=8, days=1000 / 86400, warmup_days=0)
     with pytest.raises(PolicyError, match="not pending"):
         simulate(config, trace=pd.DataFrame(rows), policy=RestartsItsVictim())
@@ -74,8 +74,8 @@ def test_gpu_time_on_a_failed_node_is_not_occupancy():
         Event(100, "submit", "x", 8, "", "", 0, 0), Event(100, "start", "x", 8, "1", "", 0, 0),
         Event(200, "fail", "x", 8, "1", "node 1 failed", 0, 100), Event(200, "requeue", "x", 8, "", "", 0, 0),
     ])
-    trace = validate_trace(pd.DataFrame([dict(job_id="y", submit_s=0, gpus=8, duration_s=5000),
-                                         dict(job_id="x", submit_s=100, gpus=8, duration_s=100)]))
+    trace = validate_trace(pd.DataFrame([{"job_id": "y", "submit_s": 0, "gpus": 8, "duration_s": 5000},
+                                         {"job_id": "x", "submit_s": 100, "gpus": 8, "duration_s": 100}]))
     summary, _, _ = summarise(events, trace, BudgetTree.from_dict({"name": "root"}), Window(0, 1000, 16), 8, 1000)
     assert summary["availability"] == pytest.approx(0.5)
     assert summary["occupancy"] == pytest.approx(1.0)  # y's 8 GPUs of the 8 healthy ones
@@ -85,7 +85,7 @@ def test_gpu_time_on_a_failed_node_is_not_occupancy():
 def test_a_job_that_lands_on_a_failed_node_fails_there_even_if_it_would_finish_sooner():
     from impactlab.health import HealthConfig
 
-    rows = [dict(job_id=f"j{i}", submit_s=float(i * 60), gpus=8, duration_s=100.0, checkpoint_s=0.0)
+    rows = [{"job_id": f"j{i}", "submit_s": float(i * 60), "gpus": 8, "duration_s": 100.0, "checkpoint_s": 0.0}
             for i in range(40)]
     config = SimConfig(policy="fifo", gpus=16, days=0.05, warmup_days=0, seed=5,
                        health=HealthConfig(mtbf_hours=0.5, repair="manual", crash_s=300.0, detect_hours=1))
@@ -110,8 +110,31 @@ def test_a_job_that_lands_on_a_failed_node_fails_there_even_if_it_would_finish_s
 
 
 def test_per_node_impact_is_reported_in_the_budget_table():
-    result = run_tiny([dict(job_id="a", submit_s=0, project="p", gpus=8, duration_s=100)], policy="fifo",
+    result = run_tiny([{"job_id": "a", "submit_s": 0, "project": "p", "gpus": 8, "duration_s": 100}], policy="fifo",
                       budgets=BudgetTree.flat({"p": 1, "q": 1}))
     table = result.budgets.set_index("node")
     assert table.loc["p", "impact"] == 1.0 and table.loc["q", "impact"] == 1.0  # q owed nothing
     assert table.iloc[ROOT]["impact"] == 1.0
+
+
+def test_share_series_by_hand():
+    # p (share 1 of 2) runs 8 GPUs of 8 for the first half hour of a 2-hour run.
+    rows = [{"job_id": "a", "submit_s": 0, "project": "p", "gpus": 8, "duration_s": 1800}]
+    result = run_tiny(rows, policy="fifo", gpus=8, horizon_s=7200, budgets=BudgetTree.flat({"p": 1, "q": 1}))
+    series = result.share_series(bucket_s=3600).set_index(["project", "t_s"])
+    assert series.loc[("p", 0.0), "delivered_share"] == pytest.approx(0.5)
+    assert series.loc[("p", 3600.0), "delivered_share"] == 0.0
+    assert series.loc[("q", 0.0), "delivered_share"] == 0.0
+    assert (series["entitled_share"] == 0.5).all()
+
+
+def test_summary_has_queued_time_and_preemptions_by_kind():
+    result = run_tiny([{"job_id": "u", "submit_s": 0, "project": "", "gpus": 8, "duration_s": 500, "kind": "other",
+                            "checkpoint_s": 0},
+                       {"job_id": "f", "submit_s": 100, "project": "p", "gpus": 8, "duration_s": 100, "kind": "debug"}],
+                      policy="impactful", gpus=8, horizon_s=2000, budgets=BudgetTree.flat({"p": 1}))
+    s = result.summary()
+    assert s["preemptions_by_kind"] == {"other": 1}
+    # u waited 0 s for its first start, then from its preemption at 100 until f finished at 200.
+    assert s["queued_s"]["other"]["p50"] == pytest.approx(100.0)
+    assert s["wait_s"]["other"]["p50"] == 0.0

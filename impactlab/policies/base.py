@@ -44,7 +44,6 @@ class Scheduler(Protocol):
     on_node: list[set[int]]  # running jobs per node
     nodes: list[tuple[int, ...]]  # nodes of each running job
     started_at: list[float]
-    protected_until: list[float]
     shielded: list[bool]  # protected right now (cleared by the event that ends protection)
     epoch: int  # changes whenever GPUs are freed or a protection ends
     last_start_s: float  # time of the latest start; jobs started at ``now`` are not yet victims

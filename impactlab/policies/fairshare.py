@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ..units import DAY_S
 from .base import BasePolicy, Context, Scheduler
 from .fair import FairQueues, FairTree
 from .queues import PassGate
-
-DAY_S = 86_400.0
 
 
 @dataclass

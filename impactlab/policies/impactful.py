@@ -7,12 +7,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..events import Job
+from ..units import DAY_S
 from .base import Context, Scheduler
 from .fairshare import FairShare
 from .queues import FailMemo
 from .victims import Accept, Approve, choose_victims
-
-DAY_S = 86_400.0
 
 
 @dataclass
@@ -120,7 +119,7 @@ class Impactful(FairShare):
         if sched.cluster.could_free(job.gpus) and not self._hopeless(sched, job):
             victims = choose_victims(sched, j, self.candidates(sched, j), self._accepts(sched, j),
                                      self._approves(sched, j))
-        return self.memo.settle(key, sched, j, victims)
+        return self.memo.preempt_or_remember(key, sched, j, victims)
 
     def _hopeless(self, sched: Scheduler, job: Job) -> bool:
         """A single-node job cannot break up gangs: True if every node is too full of them

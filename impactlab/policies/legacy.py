@@ -88,4 +88,4 @@ class Legacy(BasePolicy):
         now, started = sched.now, sched.started_at
         ranked = (v for lower in self.victims_at[:level] for v in reversed(lower) if started[v] < now)
         victims = choose_victims(sched, j, ranked, lambda v: True)
-        return self.memo.settle(key, sched, j, victims)
+        return self.memo.preempt_or_remember(key, sched, j, victims)

@@ -147,7 +147,7 @@ class FailMemo:
         """True if this search already failed in the current state."""
         return self.failed.get(key) == (sched.epoch, self.version)
 
-    def settle(self, key: Hashable, sched: Scheduler, j: int, victims: list[int] | None) -> bool:
+    def preempt_or_remember(self, key: Hashable, sched: Scheduler, j: int, victims: list[int] | None) -> bool:
         """Preempt ``victims`` for job ``j``, or remember that the search failed (None).
         True if ``j`` can now be placed."""
         if victims is None:

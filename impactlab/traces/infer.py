@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-HOUR_S = 3600.0
+from ..units import HOUR_S
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,8 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from ..units import DAY_S
 from .infer import KindRule
-
-DAY_S = 86_400.0
 
 
 @dataclass(frozen=True)

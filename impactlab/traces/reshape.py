@@ -18,7 +18,7 @@ from ..generator import KINDS as GENERATED
 from ..trace import KINDS, validate_trace
 
 log = logging.getLogger(__name__)
-DAY_S = 86_400.0
+from ..units import DAY_S
 
 
 @dataclass(frozen=True)
