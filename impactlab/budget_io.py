@@ -69,9 +69,10 @@ def budgets_from_trace(trace: pd.DataFrame, by: str = "project", rule: str = "gp
 
 
 def unknown_projects(trace: pd.DataFrame, tree: BudgetTree) -> dict[str, int]:
-    """Projects named by jobs but not a leaf of ``tree``, with their job counts."""
+    """Projects named by jobs that charge no leaf of ``tree``, with their job counts."""
     named = trace["project"].fillna("").astype(str)
-    missing = named[(named != "") & ~named.isin(list(tree.leaf_of))]
+    users = trace["user"].fillna("").astype(str) if "user" in trace else pd.Series("", index=trace.index)
+    missing = named[(named != "").to_numpy() & (tree.leaves_for(named, users) < 0)]
     return {str(k): int(v) for k, v in missing.value_counts().sort_index().items()}
 
 

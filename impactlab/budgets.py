@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 ROOT = 0
 NODE_KEYS = frozenset({"name", "share", "children", "users"})
@@ -110,11 +112,12 @@ class BudgetTree:
         return node(ROOT)
 
     def _check_unique_leaves(self, source: str) -> None:
-        seen: set[str] = set()
+        seen: set[tuple[int, str]] = set()
         for leaf in self.leaves:
-            if self.names[leaf] in seen:
-                raise BudgetError(f"{source}: project '{self.names[leaf]}' appears twice")
-            seen.add(self.names[leaf])
+            key = (self.parent[leaf], self.names[leaf])
+            if key in seen:
+                raise BudgetError(f"{source}: '{self.names[leaf]}' appears twice under '{self.names[key[0]]}'")
+            seen.add(key)
 
     # ----- structure -------------------------------------------------------------------------
     @property
@@ -139,8 +142,33 @@ class BudgetTree:
 
     @cached_property
     def leaf_of(self) -> dict[str, int]:
-        """Project name -> leaf node."""
-        return {self.names[i]: i for i in self.leaves}
+        """Project name -> leaf node, for leaf names that appear once."""
+        counts = Counter(self.names[i] for i in self.leaves)
+        return {self.names[i]: i for i in self.leaves if counts[self.names[i]] == 1}
+
+    @cached_property
+    def _ambiguous(self) -> frozenset[str]:
+        """Leaf names that appear under more than one node (fine for users, not for projects)."""
+        counts = Counter(self.names[i] for i in self.leaves)
+        return frozenset(name for name, n in counts.items() if n > 1)
+
+    @cached_property
+    def _user_leaf(self) -> dict[tuple[str, str], int]:
+        """(project, user) -> leaf, for users written as leaves under a project node."""
+        return {(self.names[self.parent[i]], self.names[i]): i for i in self.leaves if self.parent[i] > ROOT}
+
+    def leaves_for(self, projects: pd.Series, users: pd.Series) -> np.ndarray:
+        """The leaf each job is charged to, or -1 (unallocated): the leaf named by its project,
+        else the leaf named by its user under the node named by its project."""
+        clash = projects[projects.isin(self._ambiguous)]
+        if len(clash):
+            raise BudgetError(f"project '{clash.iloc[0]}' appears twice in the budget tree: which one is meant?")
+        leaf = projects.map(self.leaf_of)
+        missing = leaf.isna().to_numpy() & (projects != "").to_numpy()
+        if missing.any() and self._user_leaf:
+            pairs = pd.Series(list(zip(projects[missing], users[missing])), index=projects.index[missing])
+            leaf[missing] = pairs.map(self._user_leaf)
+        return leaf.fillna(-1).to_numpy(dtype=int)
 
     def path(self, node: int) -> tuple[int, ...]:
         """Nodes from the root down to ``node``."""

@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
+from .budgets import BudgetTree
 from .cluster import held_gpus, nodes_needed
 
 UNALLOCATED = -1  # leaf of a job no budget funds
@@ -85,16 +86,17 @@ class Job:
         return self.leaf != UNALLOCATED
 
 
-def jobs_from_trace(trace: pd.DataFrame, leaf_of: dict[str, int], gpus_per_node: int) -> list[Job]:
+def jobs_from_trace(trace: pd.DataFrame, tree: BudgetTree, gpus_per_node: int) -> list[Job]:
     """Job records from a validated trace, in (submit_s, job_id) order."""
     ordered = trace.sort_values(["submit_s", "job_id"], kind="stable")
+    leaves = tree.leaves_for(ordered["project"], ordered["user"])
     cols = ["job_id", "submit_s", "user", "project", "gpus", "duration_s", "kind", "min_runtime_s",
             "priority", "preemptible", "checkpoint_s", "util", "patience_s"]
     jobs = []
     for i, row in enumerate(ordered[cols].itertuples(index=False, name=None)):
         job_id, submit, user, project, gpus, dur, kind, min_rt, prio, preempt, ckpt, util, patience = row
         jobs.append(Job(
-            i, job_id, float(submit), user, project, leaf_of.get(project, UNALLOCATED), int(gpus),
+            i, job_id, float(submit), user, project, int(leaves[i]), int(gpus),
             held_gpus(int(gpus), gpus_per_node), nodes_needed(int(gpus), gpus_per_node), float(dur),
             kind, float(min_rt), int(prio), bool(preempt), float(ckpt), float(util), float(patience),
         ))

@@ -107,13 +107,13 @@ def capacity_steps(events: pd.DataFrame, capacity: int, gpus_per_node: int) -> t
     return t, capacity + np.concatenate([[0], np.cumsum(delta)])
 
 
-def demand_steps(jobs: pd.DataFrame, leaf_of: dict[str, int], n_nodes: int, gpus_per_node: int,
+def demand_steps(jobs: pd.DataFrame, n_nodes: int, gpus_per_node: int,
                  window: Window) -> tuple[np.ndarray, np.ndarray]:
     """GPUs wanted (pending or running) per budget node at each change time; [T], [T, nodes].
 
     A job wants its held GPUs from submit until it finishes or is withdrawn."""
-    funded = jobs[jobs["project"].map(leaf_of).notna()]
-    leaf = funded["project"].map(leaf_of).to_numpy(int)
+    funded = jobs[jobs["leaf"] >= 0]
+    leaf = funded["leaf"].to_numpy(int)
     held = np.array([held_gpus(int(g), gpus_per_node) for g in funded["gpus"]], dtype=float)
     stop = funded["end_s"].fillna(window.t1).to_numpy()
     times = np.concatenate([funded["submit_s"].to_numpy(), stop])
@@ -129,7 +129,7 @@ def owed_and_delivered(events: pd.DataFrame, jobs: pd.DataFrame, att: pd.DataFra
                        tree: BudgetTree, window: Window, gpus_per_node: int) -> pd.DataFrame:
     """Per budget node: entitlement, owed and delivered GPU-seconds over the window, and impact
     (delivered up to owed, over owed; 1 where nothing was owed). ``held_s`` is per attempt."""
-    t_d, demand = demand_steps(jobs, tree.leaf_of, tree.size, gpus_per_node, window)
+    t_d, demand = demand_steps(jobs, tree.size, gpus_per_node, window)
     t_c, cap = capacity_steps(events, window.capacity, gpus_per_node)
     times = np.union1d(t_d, t_c)
     d = demand[np.searchsorted(t_d, times, side="right") - 1]
@@ -137,10 +137,9 @@ def owed_and_delivered(events: pd.DataFrame, jobs: pd.DataFrame, att: pd.DataFra
     dur = clipped(times, np.append(times[1:], np.inf), window)
     rates = tree.owed_rates(a, d)
     owed = (rates * dur[:, None]).sum(axis=0)
-    project_of = jobs.set_index("job_id")["project"]
-    att_leaf = att["job_id"].map(project_of).map(tree.leaf_of)
-    funded = att_leaf.notna().to_numpy()
-    per_leaf = np.bincount(att_leaf[funded].astype(int), weights=held_s[funded], minlength=tree.size)
+    att_leaf = att["job_id"].map(jobs.set_index("job_id")["leaf"]).to_numpy(int)
+    funded = att_leaf >= 0
+    per_leaf = np.bincount(att_leaf[funded], weights=held_s[funded], minlength=tree.size)
     delivered = tree.subtree_sum(per_leaf)
     entitled = tree.fraction * float((a * dur).sum())
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -189,10 +188,10 @@ def summarise(events: pd.DataFrame, trace: pd.DataFrame, tree: BudgetTree, windo
     """The run's headline metrics, its per-job table and its per-budget-node table."""
     att = attempts(events, horizon_s)
     table = job_table(events, trace, horizon_s, att)
+    table["leaf"] = tree.leaves_for(table["project"], table["user"])  # -1: unallocated
     healthy = healthy_gpu_s(events, window, gpus_per_node)
     held_s = held_gpu_s(att, down_intervals(events, horizon_s), window, gpus_per_node)
-    project_of = table.set_index("job_id")["project"]
-    funded = att["job_id"].map(project_of).map(tree.leaf_of).notna().to_numpy()
+    funded = att["job_id"].map(table.set_index("job_id")["leaf"]).to_numpy(int) >= 0
     budget = owed_and_delivered(events, table, att, held_s, tree, window, gpus_per_node)
     leaves = budget[budget["leaf"]]
     owed = leaves["owed_gpu_s"].to_numpy()
@@ -329,11 +328,12 @@ def health_series(events: pd.DataFrame, capacity: int, gpus_per_node: int, horiz
 # ----- fairness over time ---------------------------------------------------------------------
 def share_series(events: pd.DataFrame, table: pd.DataFrame, tree: BudgetTree, capacity: int,
                  gpus_per_node: int, horizon_s: float, bucket_s: float) -> pd.DataFrame:
-    """Per time bucket and project: its share of healthy capacity delivered to its funded jobs,
-    next to its entitled share (long form: t_s, project, delivered_share, entitled_share)."""
+    """Per time bucket and budget leaf: its share of healthy capacity delivered to its funded
+    jobs, next to its entitled share (long form: t_s, project, delivered_share, entitled_share).
+    ``table`` is the per-job table with its ``leaf`` column (``SimResult.jobs``)."""
     att = attempts(events, horizon_s)
-    leaf = att["job_id"].map(table.set_index("job_id")["project"]).map(tree.leaf_of)
-    att = att[leaf.notna().to_numpy()].assign(leaf=leaf.dropna().astype(int).to_numpy())
+    att = att.assign(leaf=att["job_id"].map(table.set_index("job_id")["leaf"]).to_numpy(int))
+    att = att[att["leaf"] >= 0]
     edges = np.append(np.arange(0.0, horizon_s, bucket_s), horizon_s)
     healthy = np.array([healthy_gpu_s(events, Window(a, b, capacity), gpus_per_node)
                         for a, b in itertools.pairwise(edges)])

@@ -109,7 +109,7 @@ def simulate(config: SimConfig | None = None, trace: pd.DataFrame | None = None,
         row = int(too_big.to_numpy().argmax())
         raise TraceError("trace", row, "gpus", f"job larger than the cluster ({config.gpus} GPUs)")
     unknown = check_projects(trace, tree, on_unknown_project)
-    jobs = jobs_from_trace(trace, tree.leaf_of, config.gpus_per_node)
+    jobs = jobs_from_trace(trace, tree, config.gpus_per_node)
     policy = policy or make_policy(config.policy, **config.policy_knobs)
     engine = Engine(jobs, tree, Cluster(config.nodes, config.gpus_per_node), policy,
                     config.restart_overhead_s, config.horizon_s, config.health, config.seed)

@@ -89,3 +89,26 @@ def test_unknown_projects_run_unallocated_and_are_reported():
 def test_shipped_budget_files_load():
     for path in sorted(DATA.glob("*.yaml")):
         assert load_budgets(path).leaves, path
+
+
+def test_users_written_as_leaves_under_a_project_are_charged_by_user():
+    from impactlab import SimConfig, simulate
+
+    tree = BudgetTree.from_dict({"name": "root", "children": [
+        {"name": "P", "share": 1, "children": [{"name": "ann", "share": 3}, {"name": "bob", "share": 1}]},
+        {"name": "Q", "share": 1, "children": [{"name": "ann", "share": 1}]},
+    ]})
+    trace = pd.DataFrame([
+        {"job_id": "a", "submit_s": 0, "gpus": 8, "duration_s": 100, "project": "P", "user": "ann"},
+        {"job_id": "b", "submit_s": 0, "gpus": 8, "duration_s": 100, "project": "P", "user": "bob"},
+        {"job_id": "c", "submit_s": 0, "gpus": 8, "duration_s": 100, "project": "Q", "user": "ann"},
+        {"job_id": "d", "submit_s": 0, "gpus": 8, "duration_s": 100, "project": "P", "user": "eve"},
+    ])
+    leaves = tree.leaves_for(trace["project"], trace["user"])
+    names = [tree.names[i] if i >= 0 else None for i in leaves]
+    assert names == ["ann", "bob", "ann", None]
+    assert leaves[0] != leaves[2]  # ann of P and ann of Q are different budgets
+    result = simulate(SimConfig(policy="fifo", gpus=32, days=0.01, warmup_days=0), trace=trace, budgets=tree)
+    assert result.unknown_projects == {"P": 1}  # eve has no budget under P: runs unallocated
+    delivered = result.budgets.set_index("node")["delivered_gpu_s"]
+    assert delivered["P"] == 2 * 8 * 100 and delivered["Q"] == 8 * 100

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 from hypothesis import given, settings
@@ -225,8 +226,9 @@ def test_a_project_twice_raises_budget_error():
             {"name": "g2", "children": [{"name": "p"}]},
         ],
     }
-    with pytest.raises(BudgetError, match="'p' appears twice"):
-        BudgetTree.from_dict(spec)
+    tree = BudgetTree.from_dict(spec)  # a name may repeat (users under two projects) ...
+    with pytest.raises(BudgetError, match="'p' appears twice"):  # ... but a job cannot name it
+        tree.leaves_for(pd.Series(["p"]), pd.Series(["someone"]))
 
 
 @pytest.mark.parametrize("text", ["- a\n- b\n", "name: [unclosed\n", "just a string\n"])

@@ -253,7 +253,7 @@ class Run:
         tree = self.result.tree
         return {
             j.job_id: policy.protection_s(j)
-            for j in jobs_from_trace(self.result.trace, tree.leaf_of, self.per)
+            for j in jobs_from_trace(self.result.trace, tree, self.per)
         }
 
     def preemptions(self) -> list[tuple]:
