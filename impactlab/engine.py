@@ -105,12 +105,15 @@ class Engine:
     def _fire(self, event: _Call) -> None:
         self.now = self.env.now
         event.fn(*event.args)
+        # The pass runs after the last event of this instant (and again if it requeued jobs),
+        # inline rather than as one more simpy event: the same order, a third fewer events.
+        queue = self.env._queue
+        while self._pass_due and not (queue and queue[0][0] == self.now):
+            self._pass()
 
     def _touch(self) -> None:
-        """Something changed: make sure a scheduling pass runs at the current time."""
-        if not self._pass_due:
-            self._pass_due = True
-            self.at(self.now, self._pass)
+        """Something changed: a scheduling pass runs once this instant's events are done."""
+        self._pass_due = True
 
     def wake_at(self, t: float) -> None:
         """Schedule a pass at ``t`` (policy request); duplicates are merged."""
