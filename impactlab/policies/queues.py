@@ -59,14 +59,17 @@ class SizeQueues:
     def best_head(self, limit: int, skip: set[int] | frozenset[int] = frozenset()) -> tuple[Key, int] | None:
         """The smallest key among the heads of sizes below ``limit`` and not in ``skip``."""
         best: tuple[Key, int] | None = None
+        live, heaps = self.live, self.heaps
         for gpus in self.sizes:
             if gpus >= limit:
                 break
             if gpus in skip:
                 continue
-            key = self.head(gpus)
-            if key is not None and (best is None or key < best[0]):
-                best = (key, gpus)
+            heap = heaps[gpus]
+            while heap and heap[0][-1] not in live:  # as head(), inlined: the hottest loop of a pass
+                heapq.heappop(heap)
+            if heap and (best is None or heap[0] < best[0]):
+                best = (heap[0], gpus)
         return best
 
 
