@@ -10,7 +10,7 @@ from typing import ClassVar
 from ..events import Job
 from .base import BasePolicy, Context, Scheduler
 from .queues import FailMemo, PassGate, SizeQueues, drain
-from .victims import choose_victims, could_fit
+from .victims import choose_victims, could_fit, room_profile
 
 
 @dataclass
@@ -32,6 +32,9 @@ class Legacy(BasePolicy):
         # below[L][n]: GPUs on node n of preemptible jobs of a level lower than L (their victims).
         self.below = [[0] * (ctx.capacity // ctx.gpus_per_node) for _ in range(levels + 1)]
         self.memo = FailMemo()
+        self._starts = 0
+        self._profiles: dict[int, tuple[int, int]] = {}  # level -> room_profile, while valid
+        self._profiles_key = (-1, -1)
 
     def protection_s(self, job: Job) -> float:
         """Jobs that opted out of preemption are never preempted; the rest have no contract."""
@@ -49,6 +52,7 @@ class Legacy(BasePolicy):
 
     def on_start(self, j: int, now: float) -> None:
         """Track preemptible running jobs by level."""
+        self._starts += 1
         job = self.ctx.jobs[j]
         if job.preemptible:
             self.victims_at[job.priority - self.low][j] = None
@@ -76,6 +80,16 @@ class Legacy(BasePolicy):
         drain(self.queue, sched, lambda j: self.make_room(sched, j))
         self.gate.done(sched)
 
+    def _profile(self, sched: Scheduler, level: int) -> tuple[int, int]:
+        """The room profile for jobs of ``level``, reused until a start or a change of epoch
+        (room only grows with a change of epoch, and a start is the only other change)."""
+        key = (sched.epoch, self._starts)
+        if key != self._profiles_key:
+            self._profiles, self._profiles_key = {}, key
+        if level not in self._profiles:
+            self._profiles[level] = room_profile(sched.cluster.free, self.below[level], sched.cluster.gpus_per_node)
+        return self._profiles[level]
+
     def make_room(self, sched: Scheduler, j: int) -> bool:
         """Preempt preemptible jobs below ``j``'s priority: lowest level first, and within a
         level the most recently started first; never a job started at this very instant."""
@@ -83,7 +97,7 @@ class Legacy(BasePolicy):
         key = (job.priority, job.gpus)
         if self.memo.known(key, sched):
             return False
-        if not could_fit(sched.cluster.free, self.below[level], job.gpus, sched.cluster.gpus_per_node):
+        if not could_fit(self._profile(sched, level), job.gpus, sched.cluster.gpus_per_node):
             return False
         now, started = sched.now, sched.started_at
         ranked = (v for lower in self.victims_at[:level] for v in reversed(lower) if started[v] < now)

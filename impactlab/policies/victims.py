@@ -69,10 +69,16 @@ def _trim(sched: Scheduler, chosen: list[int], target: list[int], need: int) -> 
     return keep
 
 
-def could_fit(free: list[int], victim_gpus: list[int], gpus: int, gpus_per_node: int) -> bool:
-    """Whether preempting every possible victim (``victim_gpus`` per node) would make room for a
-    gang: a cheap test that rules out hopeless searches."""
+def room_profile(free: list[int], victim_gpus: list[int], gpus_per_node: int) -> tuple[int, int]:
+    """If every possible victim (``victim_gpus`` per node) were preempted: the most GPUs one
+    node would have free, and how many nodes would be wholly free."""
+    rooms = list(map(operator.add, free, victim_gpus))
+    return max(rooms), sum(1 for room in rooms if room >= gpus_per_node)
+
+
+def could_fit(profile: tuple[int, int], gpus: int, gpus_per_node: int) -> bool:
+    """Whether a gang could be placed with the room of ``room_profile``: a cheap test that
+    rules out hopeless searches."""
     if gpus <= gpus_per_node:
-        return max(map(operator.add, free, victim_gpus)) >= gpus
-    whole = sum(1 for room in map(operator.add, free, victim_gpus) if room >= gpus_per_node)
-    return whole >= nodes_needed(gpus, gpus_per_node)
+        return profile[0] >= gpus
+    return profile[1] >= nodes_needed(gpus, gpus_per_node)
