@@ -50,9 +50,11 @@ class HealthConfig:
             raise ValueError(f"repair must be one of {REPAIR_MODES}, got {self.repair!r}")
         if not 0 <= self.human_fraction <= 1:
             raise ValueError(f"human_fraction must be in [0, 1], got {self.human_fraction}")
-        for name in ("auto_repair_hours", "human_repair_hours", "detect_hours", "crash_s"):
+        for name in ("auto_repair_hours", "human_repair_hours", "detect_hours"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not self.crash_s > 0:  # a job must live a moment, or it would land and die forever
+            raise ValueError(f"crash_s must be positive, got {self.crash_s}")
 
 
 class NodeHealth:

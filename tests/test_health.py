@@ -194,3 +194,9 @@ def test_cli_reports_failures_and_repairs(capsys):
 def test_cli_rejects_a_bad_mtbf(capsys):
     assert main(["simulate", "--policy", "fifo", "--node-mtbf-hours", "-3"]) == 2
     assert "mtbf_hours must be positive" in capsys.readouterr().err
+
+
+def test_a_job_must_live_a_moment_on_a_failed_node():
+    # crash_s = 0 would let a job land on a failed node and die at the same instant, forever
+    with pytest.raises(ValueError, match="crash_s must be positive"):
+        HealthConfig(mtbf_hours=10, crash_s=0.0)
