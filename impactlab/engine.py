@@ -64,7 +64,6 @@ class Engine:
         self.state = [QUEUED] * n
         self.remaining = [j.duration_s for j in jobs]
         self.started_at = [math.nan] * n
-        self.protected_until = [0.0] * n
         self.nodes: list[tuple[int, ...]] = [()] * n
         self._overhead = [0.0] * n  # paid by the current attempt, or due on the next start
         # Protection as events see it: set at start, cleared when the protection timer fires,
@@ -186,17 +185,17 @@ class Engine:
         for n in nodes:
             self.on_node[n].add(j)
         self.nodes[j], self.started_at[j], self.last_start_s = nodes, now, now
-        self.protected_until[j] = now + self.policy.protection_s(job)
+        protected_until = now + self.policy.protection_s(job)
         self._log(Ev.START, job, nodes=nodes, overhead_s=self._overhead[j])
         end = now + self._overhead[j] + self.remaining[j]
         self.doomed[j] = bool(self.broken.intersection(nodes))
         if self.doomed[j]:  # landed on a failed node nobody has noticed: it fails, never finishes
             self.at(min(now + self.crash_s, end), self._crash, j, self._token[j])
         self.at(end, self._finish, j, self._token[j])
-        if now < self.protected_until[j]:
+        if now < protected_until:
             self._shield(j, +1)
-            if self.protected_until[j] < end:
-                self.at(self.protected_until[j], self._unshield, j, self._token[j])
+            if protected_until < end:
+                self.at(protected_until, self._unshield, j, self._token[j])
         self.policy.on_start(j, now)
 
     def _crash(self, j: int, token: int) -> None:
@@ -210,15 +209,17 @@ class Engine:
         until drained."""
         self._log_node(Ev.NODE_DOWN, node, detail)
         self.broken.add(node)
-        for j in sorted(self.on_node[node]):
-            self.interrupt(j, Ev.FAIL, f"node {node} failed")
+        self._fail_jobs_on(node)
 
     def drain(self, node: int) -> None:
         """Take a failed node out of service; jobs that landed on it since fail now."""
-        for j in sorted(self.on_node[node]):
-            self.interrupt(j, Ev.FAIL, f"node {node} failed")
+        self._fail_jobs_on(node)
         self.broken.discard(node)
         self.cluster.drain(node)
+
+    def _fail_jobs_on(self, node: int) -> None:
+        for j in sorted(self.on_node[node]):
+            self.interrupt(j, Ev.FAIL, f"node {node} failed")
 
     def node_repaired(self, node: int, detail: str) -> None:
         """A repaired node is back in service."""

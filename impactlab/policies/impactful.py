@@ -116,7 +116,7 @@ class Impactful(FairShare):
         if self.memo.known(key, sched):
             return False
         victims = None
-        if sched.cluster.could_free(job.gpus) and not self._hopeless(sched, job):
+        if not self._hopeless(sched, job):
             victims = choose_victims(sched, j, self.candidates(sched, j), self._accepts(sched, j),
                                      self._approves(sched, j))
         return self.memo.preempt_or_remember(key, sched, j, victims)

@@ -40,16 +40,6 @@ class SizeQueues:
         """Remove job ``j``; its heap entry is dropped lazily."""
         self.live.discard(j)
 
-    def __len__(self) -> int:
-        return len(self.live)
-
-    def head(self, gpus: int) -> Key | None:
-        """First live key of one size, dropping withdrawn entries on the way."""
-        heap = self.heaps[gpus]
-        while heap and heap[0][-1] not in self.live:
-            heapq.heappop(heap)
-        return heap[0] if heap else None
-
     def pop(self, gpus: int) -> int:
         """Remove and return the head job of one size."""
         j = heapq.heappop(self.heaps[gpus])[-1]
@@ -66,7 +56,7 @@ class SizeQueues:
             if gpus in skip:
                 continue
             heap = heaps[gpus]
-            while heap and heap[0][-1] not in live:  # as head(), inlined: the hottest loop of a pass
+            while heap and heap[0][-1] not in live:  # drop withdrawn entries (the hottest loop of a pass)
                 heapq.heappop(heap)
             if heap and (best is None or heap[0] < best[0]):
                 best = (heap[0], gpus)
