@@ -209,14 +209,14 @@ class BudgetTree:
         higher level factor (share / usage) ranks first; ties go to the larger share, then
         to the order written.
         """
-        kids = self.children
+        kids, share, used = self.children, self.share, usage.tolist()
         order: list[int] = []
 
         def visit(i: int) -> None:
             if not kids[i]:
                 order.append(i)
                 return
-            for c in sorted(kids[i], key=lambda c: (usage[c] / self.share[c], -self.share[c], c)):
+            for c in sorted(kids[i], key=lambda c: (used[c] / share[c], -share[c], c)):
                 visit(c)
 
         visit(ROOT)

@@ -43,9 +43,14 @@ class Cluster:
     def largest_fit(self) -> int:
         """The largest gang that could be placed right now (0 if none); cached until a change."""
         if self._largest < 0:
-            per = self.gpus_per_node
-            whole = len(self.by_free[per])
-            self._largest = whole * per if whole > 1 else next((k for k in range(per, 0, -1) if self.by_free[k]), 0)
+            by_free = self.by_free
+            k = self.gpus_per_node
+            if len(by_free[k]) > 1:
+                self._largest = len(by_free[k]) * k
+            else:
+                while k and not by_free[k]:
+                    k -= 1
+                self._largest = k
         return self._largest
 
     def best_fit(self, gpus: int) -> tuple[int, ...] | None:

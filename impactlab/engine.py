@@ -1,7 +1,13 @@
 """The simulation engine: simpy is the clock, the policy decides, the engine acts and logs.
 
-Events are callbacks on simpy timeouts (a process per job costs about 5x as much). Every state
+Events are callbacks on simpy events (a process per job costs about 5x as much). Every state
 change appends one ``Event`` to the log; nothing else is counted here.
+
+A job's timers (finish, patience, end of protection, crash) go stale when the job changes
+state first, which happens to about half of them. They wait in the engine's own agenda, and
+only its earliest live entry is on simpy's queue, so stale ones are dropped for the cost of
+a heap pop. Every timer keeps the simpy sequence number it was given when set, so events fire
+in exactly the order they would if each were its own simpy event.
 """
 
 from __future__ import annotations
@@ -14,11 +20,16 @@ import simpy
 
 from .budgets import BudgetTree
 from .cluster import Cluster
-from .events import Ev, Event, Job
+from .events import Ev, Job
 from .health import HealthConfig, NodeHealth
 from .policies.base import Context, Policy, PolicyError
 
 QUEUED, PENDING, RUNNING, DONE, WITHDRAWN = range(5)
+NORMAL = simpy.core.NORMAL
+# Event names as plain strings (an enum's ``.value`` is a Python call on every log row).
+SUBMIT, START, PREEMPT, REQUEUE, FINISH, FAIL, WITHDRAW, NODE_DOWN, NODE_UP = (
+    Ev.SUBMIT.value, Ev.START.value, Ev.PREEMPT.value, Ev.REQUEUE.value, Ev.FINISH.value,
+    Ev.FAIL.value, Ev.WITHDRAW.value, Ev.NODE_DOWN.value, Ev.NODE_UP.value)
 NO_FAILURES = HealthConfig()  # the do-nothing health model  # QUEUED = not yet submitted
 
 
@@ -70,12 +81,16 @@ class Engine:
         # so that it changes only with an event (and counted in cluster.shielded).
         self.shielded = [False] * n
         self._token = [0] * n  # bumped on every state change; stale timers compare it
+        self._queue, self._eid = self.env._queue, self.env._eid
+        self._agenda: list[tuple[float, int, Callable[[int], None], int, int]] = []  # job timers
+        self._armed: set[int] = set()  # sequence numbers of agenda entries on simpy's queue
         self.pending: set[int] = set()
         self.epoch = 0  # bumped whenever GPUs are freed or protection ends (room may appear)
         self.last_start_s = -math.inf  # jobs started at this instant are not yet preemptible
         self.running: set[int] = set()
         self.on_node: list[set[int]] = [set() for _ in range(cluster.nodes)]
-        self.log: list[Event] = []
+        self.log: list[tuple] = []  # rows in ``Event``'s field order (plain tuples build faster)
+        self._where: dict[tuple[int, ...], str] = {}  # "nodes" column text per placement
         self._pass_due = False
         self._in_pass = False
         self._requeued: list[int] = []
@@ -86,8 +101,8 @@ class Engine:
         self.health = NodeHealth(self, health, health.repair or policy.repair, seed)
         policy.setup(Context(jobs, tree, cluster.capacity, cluster.gpus_per_node, self))
 
-    def run(self) -> list[Event]:
-        """Run to the horizon and return the event log."""
+    def run(self) -> list[tuple]:
+        """Run to the horizon and return the event log (rows in ``Event``'s field order)."""
         first = next((k for k, j in enumerate(self.jobs) if j.submit_s < self.horizon_s), None)
         if first is not None:
             self.at(self.jobs[first].submit_s, self._arrive, first)
@@ -98,8 +113,36 @@ class Engine:
     # ----- timers ----------------------------------------------------------------------------
     def at(self, t: float, fn: Callable[..., None], *args: object) -> None:
         """Call ``fn(*args)`` at exactly time ``t`` (a timeout's now + delay could be 1 ulp off)."""
-        event = _Call(self.env, fn, args, self._fire)
-        heapq.heappush(self.env._queue, (max(t, self.now), simpy.core.NORMAL, next(self.env._eid), event))
+        self._push(max(t, self.now), next(self._eid), fn, args)
+
+    def _push(self, t: float, eid: int, fn: Callable[..., None], args: tuple) -> None:
+        heapq.heappush(self._queue, (t, NORMAL, eid, _Call(self.env, fn, args, self._fire)))
+
+    def _job_timer(self, t: float, fn: Callable[[int], None], j: int) -> None:
+        """Call ``fn(j)`` at time ``t`` unless job ``j`` changes state first."""
+        entry = (max(t, self.now), next(self._eid), fn, j, self._token[j])
+        heapq.heappush(self._agenda, entry)
+        if self._agenda[0] is entry:
+            self._arm()
+
+    def _arm(self) -> None:
+        """Put the earliest live agenda entry on simpy's queue (once), dropping stale ones."""
+        agenda, token = self._agenda, self._token
+        while agenda and token[agenda[0][3]] != agenda[0][4]:
+            heapq.heappop(agenda)
+        if agenda and agenda[0][1] not in self._armed:
+            t, eid = agenda[0][0], agenda[0][1]
+            self._armed.add(eid)
+            self._push(t, eid, self._due, (eid,))
+
+    def _due(self, eid: int) -> None:
+        self._armed.discard(eid)
+        agenda = self._agenda
+        if agenda and agenda[0][1] == eid:  # else it was dropped as stale meanwhile
+            _, _, fn, j, token = heapq.heappop(agenda)
+            if self._token[j] == token:
+                fn(j)
+        self._arm()
 
     def _fire(self, event: _Call) -> None:
         self.now = self.env.now
@@ -142,7 +185,7 @@ class Engine:
         t = self.jobs[k].submit_s
         while k < len(self.jobs) and self.jobs[k].submit_s == t:
             job = self.jobs[k]
-            self._log(Ev.SUBMIT, job)
+            self._log(SUBMIT, job)
             self._enqueue(k)
             k += 1
         if k < len(self.jobs) and self.jobs[k].submit_s < self.horizon_s:
@@ -155,17 +198,15 @@ class Engine:
         self.policy.enqueue(j, self.now)
         patience = self.jobs[j].patience_s
         if not math.isinf(patience):
-            self.at(self.now + patience, self._withdraw, j, self._token[j])
+            self._job_timer(self.now + patience, self._withdraw, j)
         self._touch()
 
-    def _withdraw(self, j: int, token: int) -> None:
-        if self._token[j] != token or self.state[j] != PENDING:
-            return
+    def _withdraw(self, j: int) -> None:
         self.state[j] = WITHDRAWN
         self._token[j] += 1
         self.pending.discard(j)
         self.policy.dequeue(j, self.now)
-        self._log(Ev.WITHDRAW, self.jobs[j], detail="patience")
+        self._log(WITHDRAW, self.jobs[j], detail="patience")
         self._touch()
 
     def start(self, j: int, nodes: tuple[int, ...]) -> None:
@@ -186,28 +227,27 @@ class Engine:
             self.on_node[n].add(j)
         self.nodes[j], self.started_at[j], self.last_start_s = nodes, now, now
         protected_until = now + self.policy.protection_s(job)
-        self._log(Ev.START, job, nodes=nodes, overhead_s=self._overhead[j])
+        self._log(START, job, nodes=nodes, overhead_s=self._overhead[j])
         end = now + self._overhead[j] + self.remaining[j]
         self.doomed[j] = bool(self.broken.intersection(nodes))
         if self.doomed[j]:  # landed on a failed node nobody has noticed: it fails, never finishes
-            self.at(min(now + self.crash_s, end), self._crash, j, self._token[j])
-        self.at(end, self._finish, j, self._token[j])
+            self._job_timer(min(now + self.crash_s, end), self._crash, j)
+        self._job_timer(end, self._finish, j)
         if now < protected_until:
             self._shield(j, +1)
             if protected_until < end:
-                self.at(protected_until, self._unshield, j, self._token[j])
+                self._job_timer(protected_until, self._unshield, j)
         self.policy.on_start(j, now)
 
-    def _crash(self, j: int, token: int) -> None:
-        if self._token[j] == token:
-            bad = sorted(self.broken.intersection(self.nodes[j]))
-            self.interrupt(j, Ev.FAIL, f"node {bad[0]} failed")
+    def _crash(self, j: int) -> None:
+        bad = sorted(self.broken.intersection(self.nodes[j]))
+        self.interrupt(j, FAIL, f"node {bad[0]} failed")
 
     # ----- node health -------------------------------------------------------------------------
     def node_failed(self, node: int, detail: str) -> None:
         """A node fails: its jobs fail (protection does not help); it stays in service, broken,
         until drained."""
-        self._log_node(Ev.NODE_DOWN, node, detail)
+        self._log_node(NODE_DOWN, node, detail)
         self.broken.add(node)
         self._fail_jobs_on(node)
 
@@ -219,21 +259,21 @@ class Engine:
 
     def _fail_jobs_on(self, node: int) -> None:
         for j in sorted(self.on_node[node]):
-            self.interrupt(j, Ev.FAIL, f"node {node} failed")
+            self.interrupt(j, FAIL, f"node {node} failed")
 
     def node_repaired(self, node: int, detail: str) -> None:
         """A repaired node is back in service."""
         self.cluster.restore(node)
-        self._log_node(Ev.NODE_UP, node, detail)
+        self._log_node(NODE_UP, node, detail)
         self.epoch += 1
         self._touch()
 
-    def _log_node(self, event: Ev, node: int, detail: str) -> None:
-        self.log.append(Event(self.now, event.value, "", self.cluster.gpus_per_node, str(node), detail, 0.0, 0.0))
+    def _log_node(self, event: str, node: int, detail: str) -> None:
+        self.log.append((self.now, event, "", self.cluster.gpus_per_node, str(node), detail, 0.0, 0.0))
 
-    def _unshield(self, j: int, token: int) -> None:
+    def _unshield(self, j: int) -> None:
         """Job ``j``'s protection ran out: it may now be preempted."""
-        if self._token[j] == token and self.shielded[j]:
+        if self.shielded[j]:
             self._shield(j, -1)
             self.epoch += 1
             self._touch()
@@ -254,10 +294,8 @@ class Engine:
         """True while the current attempt of job ``j`` may not be preempted."""
         return self.shielded[j]
 
-    def _finish(self, j: int, token: int) -> None:
-        if self._token[j] != token:
-            return
-        self._log(Ev.FINISH, self.jobs[j], nodes=self.nodes[j])
+    def _finish(self, j: int) -> None:
+        self._log(FINISH, self.jobs[j], nodes=self.nodes[j])
         self.remaining[j] = 0.0
         self._stop(j, DONE)
 
@@ -268,9 +306,9 @@ class Engine:
             raise PolicyError(f"{self.policy.name}: cannot preempt job {job.job_id}: it is not running")
         if self.protected(j):
             raise PolicyError(f"{self.policy.name}: cannot preempt job {job.job_id}: it is protected")
-        self.interrupt(j, Ev.PREEMPT, f"by={self.jobs[by].job_id}")
+        self.interrupt(j, PREEMPT, f"by={self.jobs[by].job_id}")
 
-    def interrupt(self, j: int, why: Ev, detail: str) -> None:
+    def interrupt(self, j: int, why: str, detail: str) -> None:
         """Stop a running job early (preemption or failure): keep checkpointed work, requeue it."""
         job = self.jobs[j]
         done = min(max(0.0, self.now - self.started_at[j] - self._overhead[j]), self.remaining[j])
@@ -279,7 +317,7 @@ class Engine:
         self.remaining[j] -= kept
         self._overhead[j] = self.restart_overhead_s
         self._stop(j, PENDING)
-        self._log(Ev.REQUEUE, job)
+        self._log(REQUEUE, job)
         if self._in_pass:
             self._requeued.append(j)  # not restarted in the pass that preempted it
         else:
@@ -298,7 +336,9 @@ class Engine:
         self.policy.on_stop(j, self.now)
         self._touch()
 
-    def _log(self, event: Ev, job: Job, nodes: tuple[int, ...] = (), detail: str = "",
+    def _log(self, event: str, job: Job, nodes: tuple[int, ...] = (), detail: str = "",
              overhead_s: float = 0.0, lost_s: float = 0.0) -> None:
-        where = ",".join(map(str, nodes))
-        self.log.append(Event(self.now, event.value, job.job_id, job.held, where, detail, overhead_s, lost_s))
+        where = self._where.get(nodes)
+        if where is None:
+            where = self._where[nodes] = ",".join(map(str, nodes))
+        self.log.append((self.now, event, job.job_id, job.held, where, detail, overhead_s, lost_s))

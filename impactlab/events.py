@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import NamedTuple
@@ -49,8 +50,9 @@ class Event(NamedTuple):
 EVENT_COLUMNS = list(Event._fields)
 
 
-def events_frame(events: list[Event]) -> pd.DataFrame:
-    """The event log as a DataFrame with stable dtypes (also when empty)."""
+def events_frame(events: Sequence[tuple]) -> pd.DataFrame:
+    """The event log (``Event`` rows, or plain tuples in its field order) as a DataFrame with
+    stable dtypes (also when empty)."""
     frame = pd.DataFrame(events, columns=EVENT_COLUMNS)
     return frame.astype(
         {"t_s": float, "event": object, "job_id": object, "gpus": "int64", "nodes": object,

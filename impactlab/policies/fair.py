@@ -79,9 +79,10 @@ class FairQueues:
         job = self.jobs[j]
         return (self.boost and job.kind in BOOSTED_KINDS, job.leaf)
 
-    def add(self, j: int) -> None:
-        """Job ``j`` joins its lane, in FIFO (submit, id) order."""
-        queue_for(self.queues, self._lane(j)).push(j, self.jobs[j].gpus, (j,))  # type: ignore[arg-type]
+    def add(self, j: int) -> bool:
+        """Job ``j`` joins its lane, in FIFO (submit, id) order; True if it is the first of
+        its size there (see ``SizeQueues.push``)."""
+        return queue_for(self.queues, self._lane(j)).push(j, self.jobs[j].gpus, (j,))  # type: ignore[arg-type]
 
     def remove(self, j: int) -> None:
         """Job ``j`` leaves the queue without starting."""

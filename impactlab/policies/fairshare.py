@@ -46,8 +46,7 @@ class FairShare(BasePolicy):
 
     def enqueue(self, j: int, now: float) -> None:
         """A pending job joins its leaf's queue."""
-        self.queues.add(j)
-        if self.may_act(j):
+        if self.queues.add(j) and self.may_act(j):
             self.gate.note()
 
     def dequeue(self, j: int, now: float) -> None:
@@ -70,4 +69,4 @@ class FairShare(BasePolicy):
             return
         self.fair.refresh(now)
         self.queues.run(self.fair, sched, None)
-        self.gate.done(sched)
+        self.gate.done(sched, fresh_matter=False)  # nothing is ever preempted

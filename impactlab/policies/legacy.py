@@ -41,10 +41,11 @@ class Legacy(BasePolicy):
         return 0.0 if job.preemptible else math.inf
 
     def enqueue(self, j: int, now: float) -> None:
-        """A pending job joins the queue at its priority."""
+        """A pending job joins the queue at its priority. It is news for the next pass only
+        if it is the first of its size and could be placed, with or without victims."""
         job = self.ctx.jobs[j]
-        self.queue.push(j, job.gpus, (-job.priority, j))
-        self.gate.note()
+        if self.queue.push(j, job.gpus, (-job.priority, j)) and self._could_place(job):
+            self.gate.note()
 
     def dequeue(self, j: int, now: float) -> None:
         """A withdrawn job leaves the queue."""
@@ -78,7 +79,9 @@ class Legacy(BasePolicy):
             return
         self.memo.begin_pass()
         drain(self.queue, sched, lambda j: self.make_room(sched, j))
-        self.gate.done(sched)
+        # A search fails only if the room profile (fresh jobs included) says it could work
+        # and the walk (fresh jobs left out) does not: only then do fresh jobs matter.
+        self.gate.done(sched, fresh_matter=self.memo.missed_fresh)
 
     def _profile(self, sched: Scheduler, level: int) -> tuple[int, int]:
         """The room profile for jobs of ``level``, reused until a start or a change of epoch
@@ -89,6 +92,11 @@ class Legacy(BasePolicy):
         if level not in self._profiles:
             self._profiles[level] = room_profile(sched.cluster.free, self.below[level], sched.cluster.gpus_per_node)
         return self._profiles[level]
+
+    def _could_place(self, job: Job) -> bool:
+        cluster = self.ctx.view.cluster
+        return job.gpus <= cluster.largest_fit() or could_fit(
+            self._profile(self.ctx.view, job.priority - self.low), job.gpus, cluster.gpus_per_node)
 
     def make_room(self, sched: Scheduler, j: int) -> bool:
         """Preempt preemptible jobs below ``j``'s priority: lowest level first, and within a

@@ -28,13 +28,22 @@ class SizeQueues:
         self.sizes: list[int] = []  # sorted keys of ``heaps``
         self.live: set[int] = set()
 
-    def push(self, j: int, gpus: int, key: Key) -> None:
-        """Add job ``j`` (``key[-1] == j``)."""
-        self.live.add(j)
-        if gpus not in self.heaps:
-            self.heaps[gpus] = []
+    def push(self, j: int, gpus: int, key: Key) -> bool:
+        """Add job ``j`` (``key[-1] == j``); True if it is now the first of its size.
+
+        A job behind another of its size cannot change a pass: the first one is tried before
+        it with the same room and the same victims, and a failure skips the rest of the size.
+        """
+        live = self.live
+        live.add(j)
+        heap = self.heaps.get(gpus)
+        if heap is None:
+            heap = self.heaps[gpus] = []
             bisect.insort(self.sizes, gpus)
-        heapq.heappush(self.heaps[gpus], key)
+        heapq.heappush(heap, key)
+        while heap[0][-1] not in live:  # j itself is live, so this stops
+            heapq.heappop(heap)
+        return heap[0][-1] == j
 
     def discard(self, j: int) -> None:
         """Remove job ``j``; its heap entry is dropped lazily."""
@@ -124,6 +133,7 @@ class FailMemo:
         self.version = 0
         self.failed: dict[Hashable, tuple[int, int]] = {}
         self._started = False
+        self.missed_fresh = False  # a search of this pass failed while fresh jobs were no victims
 
     def changed(self) -> None:
         """A possible victim started, or the fair-share inputs changed."""
@@ -135,6 +145,7 @@ class FailMemo:
         if self._started:
             self.version += 1
             self._started = False
+        self.missed_fresh = False
 
     def known(self, key: Hashable, sched: Scheduler) -> bool:
         """True if this search already failed in the current state."""
@@ -155,6 +166,8 @@ class FailMemo:
         victims) is not remembered: they become victims as soon as time moves on."""
         if sched.last_start_s < sched.now:
             self.failed[key] = (sched.epoch, self.version)
+        else:
+            self.missed_fresh = True
 
 
 class PassGate:
@@ -178,8 +191,10 @@ class PassGate:
         """True if this pass cannot change anything."""
         return not (self.news or refresh_due or sched.epoch != self.epoch)
 
-    def done(self, sched: Scheduler) -> None:
-        """Record the state a pass left. It is not settled if jobs started at this instant:
-        they become possible victims as soon as time moves on."""
-        self.epoch = sched.epoch if sched.last_start_s < sched.now else -1
+    def done(self, sched: Scheduler, fresh_matter: bool = True) -> None:
+        """Record the state a pass left. It is not settled if jobs started at this instant
+        and ``fresh_matter``: they become possible victims as soon as time moves on. A policy
+        passes False when they cannot change the next pass (no preemption, or no search
+        failed for want of them)."""
+        self.epoch = -1 if fresh_matter and sched.last_start_s == sched.now else sched.epoch
         self.news = False

@@ -28,45 +28,55 @@ def choose_victims(sched: Scheduler, j: int, candidates: Iterable[int], accept: 
 
 
 def _walk(sched: Scheduler, j: int, candidates: Iterable[int], accept: Accept) -> list[int] | None:
-    cluster, job = sched.cluster, sched.jobs[j]
+    cluster, job, jobs, nodes_of = sched.cluster, sched.jobs[j], sched.jobs, sched.nodes
     if not cluster.could_free(job.gpus):
         return None
-    per = cluster.gpus_per_node
-    freed: dict[int, int] = {}
-    chosen: list[int] = []
-    whole = sorted(cluster.by_free[per]) if job.n_nodes > 1 else []
+    per, free, single = cluster.gpus_per_node, cluster.free, job.n_nodes == 1
+    freed: dict[int, int] = {}  # GPUs the accepted victims free per node
+    on: dict[int, list[int]] = {}  # accepted victims per node, in walk order
+    order: dict[int, int] = {}  # walk position of each accepted victim
+    whole = [] if single else sorted(cluster.by_free[per])
     for v in candidates:
         if not accept(v):
             continue
-        chosen.append(v)
-        victim = sched.jobs[v]
-        share = victim.gpus if victim.n_nodes == 1 else per
-        for n in sched.nodes[v]:
-            freed[n] = freed.get(n, 0) + share
-            if job.n_nodes == 1 and cluster.free[n] + freed[n] >= job.gpus:
-                return _trim(sched, chosen, [n], job.gpus)
-            if job.n_nodes > 1 and cluster.free[n] + freed[n] == per:
+        order[v] = len(order)
+        share = per if jobs[v].n_nodes > 1 else jobs[v].gpus
+        for n in nodes_of[v]:
+            room = free[n] + freed.get(n, 0) + share
+            freed[n] = room - free[n]
+            on.setdefault(n, []).append(v)
+            if single and room >= job.gpus:
+                return _trim(sched, on[n], [n], job.gpus)
+            if not single and room == per:
                 whole.append(n)
-        if job.n_nodes > 1 and len(whole) >= job.n_nodes:
-            return _trim(sched, chosen, whole[: job.n_nodes], per)
+        if not single and len(whole) >= job.n_nodes:
+            target = whole[: job.n_nodes]
+            kept = sorted({v for n in target for v in on.get(n, ())}, key=order.__getitem__)
+            return _trim(sched, kept, target, per)
     return None
 
 
-def _trim(sched: Scheduler, chosen: list[int], target: list[int], need: int) -> list[int]:
-    """Keep only victims on the target nodes, then drop any the gang can do without."""
-    per = sched.cluster.gpus_per_node
-    keep = [v for v in chosen if set(sched.nodes[v]) & set(target)]
-
-    def room(victims: list[int], n: int) -> int:
-        gained = sum(sched.jobs[v].gpus if sched.jobs[v].n_nodes == 1 else per
-                     for v in victims if n in sched.nodes[v])
-        return sched.cluster.free[n] + gained
-
-    for v in reversed(list(keep)):
-        trial = [u for u in keep if u != v]
-        if all(room(trial, n) >= need for n in target):
-            keep = trial
-    return keep
+def _trim(sched: Scheduler, keep: list[int], target: list[int], need: int) -> list[int]:
+    """Of the victims on the target nodes (in walk order), drop, newest-accepted first, any
+    the gang can do without."""
+    per, jobs, nodes_of = sched.cluster.gpus_per_node, sched.jobs, sched.nodes
+    room = {n: sched.cluster.free[n] for n in target}
+    for v in keep:
+        share = per if jobs[v].n_nodes > 1 else jobs[v].gpus
+        for n in nodes_of[v]:
+            if n in room:
+                room[n] += share
+    kept = []
+    for v in reversed(keep):
+        share = per if jobs[v].n_nodes > 1 else jobs[v].gpus
+        mine = [n for n in nodes_of[v] if n in room]
+        if all(room[n] - share >= need for n in mine):
+            for n in mine:
+                room[n] -= share
+        else:
+            kept.append(v)
+    kept.reverse()
+    return kept
 
 
 def room_profile(free: list[int], victim_gpus: list[int], gpus_per_node: int) -> tuple[int, int]:
