@@ -31,9 +31,11 @@ class FairTree:
         else:
             self.meter = DecayedUsage(size, half_life_s)
             self.norm_s = half_life_s / np.log(2)  # the decayed integral of a constant rate
-        self.alloc = np.zeros(size)  # funded GPUs held now, per node (subtree sums)
+        # Plain lists, not arrays: they are read and updated one element at a time.
+        self.alloc = [0] * size  # funded GPUs held now, per node (subtree sums)
         self.usage = np.zeros(size)  # charged GPU-seconds per node at the last refresh
-        self.fraction = ctx.tree.fraction
+        self._used = [0.0] * size  # usage as a share of the window's capacity
+        self.fraction = ctx.tree.fraction.tolist()
         self.paths = {leaf: ctx.tree.path(leaf) for leaf in ctx.tree.leaves}
         self.order: list[int] = list(ctx.tree.leaves)
         self._splits: dict[tuple[int, int], tuple[int, int] | None] = {}
@@ -51,13 +53,13 @@ class FairTree:
             return
         self.next_refresh = now + self.refresh_s
         self.usage = self.tree.subtree_sum(self.meter.usage(now))
+        self._used = (self.usage / (self.capacity * self.norm_s)).tolist()
         self.order = self.tree.fair_tree_order(self.usage)
 
     def served(self, node: int, alloc_delta: float = 0.0) -> float:
         """How well served a node is: (usage share of the window + allocation share) / entitlement."""
-        used = self.usage[node] / (self.capacity * self.norm_s)
         held = (self.alloc[node] + alloc_delta) / self.capacity
-        return (used + held) / self.fraction[node]
+        return (self._used[node] + held) / self.fraction[node]
 
     def split(self, a: int, b: int) -> tuple[int, int] | None:
         """The children of the lowest common ancestor of leaves ``a`` and ``b`` on each side."""
