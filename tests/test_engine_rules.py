@@ -138,3 +138,20 @@ def test_summary_has_queued_time_and_preemptions_by_kind():
     # u waited 0 s for its first start, then from its preemption at 100 until f finished at 200.
     assert s["queued_s"]["other"]["p50"] == pytest.approx(100.0)
     assert s["wait_s"]["other"]["p50"] == 0.0
+
+
+@pytest.mark.parametrize("b_submit", [0, 50])
+def test_timers_due_at_one_instant_fire_in_the_order_they_were_set(b_submit):
+    # a's finish (set when a starts, in the pass at 0), b's patience (set when b is submitted)
+    # and c's arrival (set when the previous arrival fires) all fall at t=100. At b_submit=0,
+    # b's patience and c's arrival are set before a starts; at 50, after. Either way b is gone
+    # before the pass at 100.
+    rows = [{"job_id": "a", "submit_s": 0, "gpus": 8, "duration_s": 100},
+            {"job_id": "b", "submit_s": b_submit, "gpus": 8, "duration_s": 100, "patience_s": 100 - b_submit},
+            {"job_id": "c", "submit_s": 100, "gpus": 8, "duration_s": 100}]
+    log = run_tiny(rows).events
+    at_100 = log[log.t_s == 100][["event", "job_id"]].values.tolist()
+    if b_submit == 0:
+        assert at_100 == [["withdraw", "b"], ["submit", "c"], ["finish", "a"], ["start", "c"]]
+    else:
+        assert at_100 == [["finish", "a"], ["withdraw", "b"], ["submit", "c"], ["start", "c"]]
