@@ -11,6 +11,11 @@ def nodes_needed(gpus: int, gpus_per_node: int) -> int:
     return 1 if gpus <= gpus_per_node else math.ceil(gpus / gpus_per_node)
 
 
+def gpus_on_each(gpus: int, gpus_per_node: int) -> int:
+    """GPUs a gang takes on each of its nodes: all of them on one node, whole nodes above."""
+    return min(gpus, gpus_per_node)
+
+
 def held_gpus(gpus: int, gpus_per_node: int) -> int:
     """GPUs a gang holds (and is charged for): multi-node gangs hold whole nodes."""
     return gpus if gpus <= gpus_per_node else nodes_needed(gpus, gpus_per_node) * gpus_per_node
@@ -73,7 +78,7 @@ class Cluster:
         """Allocate a gang on ``nodes``; raises if the placement is malformed or has no room."""
         if len(nodes) != nodes_needed(gpus, self.gpus_per_node) or len(set(nodes)) != len(nodes):
             raise RuntimeError(f"a {gpus}-GPU gang cannot be placed on nodes {nodes}")
-        per_node = self._per_node(gpus)
+        per_node = gpus_on_each(gpus, self.gpus_per_node)
         for n in nodes:
             if self.free[n] < per_node:
                 raise RuntimeError(f"node {n} has {self.free[n]} free GPUs, cannot take {per_node}")
@@ -82,7 +87,7 @@ class Cluster:
 
     def give_back(self, nodes: tuple[int, ...], gpus: int) -> None:
         """Release a gang previously taken on ``nodes``; raises if they did not hold it."""
-        per_node = self._per_node(gpus)
+        per_node = gpus_on_each(gpus, self.gpus_per_node)
         for n in nodes:
             if self.free[n] + per_node > self.gpus_per_node:
                 raise RuntimeError(f"node {n} has {self.free[n]} free GPUs, cannot give back {per_node}")
@@ -114,7 +119,7 @@ class Cluster:
 
     def shield(self, nodes: tuple[int, ...], gpus: int, sign: int) -> None:
         """Mark a gang's GPUs as protected from preemption (+1) or no longer (-1)."""
-        per_node = self._per_node(gpus)
+        per_node = gpus_on_each(gpus, self.gpus_per_node)
         for n in nodes:
             self._reshield(n, self.shielded[n] + sign * per_node)
 
@@ -123,9 +128,6 @@ class Cluster:
         if gpus <= self.gpus_per_node:
             return any(self.by_shield[: self.gpus_per_node - gpus + 1])
         return self.by_shield[0] >= nodes_needed(gpus, self.gpus_per_node)
-
-    def _per_node(self, gpus: int) -> int:
-        return min(gpus, self.gpus_per_node)
 
     def _set(self, node: int, free: int) -> None:
         old = self.free[node]

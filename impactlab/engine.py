@@ -24,13 +24,13 @@ from .events import Ev, Job
 from .health import HealthConfig, NodeHealth
 from .policies.base import Context, Policy, PolicyError
 
-QUEUED, PENDING, RUNNING, DONE, WITHDRAWN = range(5)
+QUEUED, PENDING, RUNNING, DONE, WITHDRAWN = range(5)  # QUEUED = not yet submitted
 NORMAL = simpy.core.NORMAL
 # Event names as plain strings (an enum's ``.value`` is a Python call on every log row).
 SUBMIT, START, PREEMPT, REQUEUE, FINISH, FAIL, WITHDRAW, NODE_DOWN, NODE_UP = (
     Ev.SUBMIT.value, Ev.START.value, Ev.PREEMPT.value, Ev.REQUEUE.value, Ev.FINISH.value,
     Ev.FAIL.value, Ev.WITHDRAW.value, Ev.NODE_DOWN.value, Ev.NODE_UP.value)
-NO_FAILURES = HealthConfig()  # the do-nothing health model  # QUEUED = not yet submitted
+NO_FAILURES = HealthConfig()  # the do-nothing health model
 
 
 def kept_progress(done_s: float, checkpoint_s: float) -> float:
@@ -272,11 +272,11 @@ class Engine:
         self.log.append((self.now, event, "", self.cluster.gpus_per_node, str(node), detail, 0.0, 0.0))
 
     def _unshield(self, j: int) -> None:
-        """Job ``j``'s protection ran out: it may now be preempted."""
-        if self.shielded[j]:
-            self._shield(j, -1)
-            self.epoch += 1
-            self._touch()
+        """Job ``j``'s protection ran out: it may now be preempted (the timer is live only
+        while the attempt that set it runs, which is shielded until now)."""
+        self._shield(j, -1)
+        self.epoch += 1
+        self._touch()
 
     def _shield(self, j: int, sign: int) -> None:
         self.shielded[j] = sign > 0

@@ -33,8 +33,7 @@ class FairTree:
             self.norm_s = half_life_s / np.log(2)  # the decayed integral of a constant rate
         # Plain lists, not arrays: they are read and updated one element at a time.
         self.alloc = [0] * size  # funded GPUs held now, per node (subtree sums)
-        self.usage = np.zeros(size)  # charged GPU-seconds per node at the last refresh
-        self._used = [0.0] * size  # usage as a share of the window's capacity
+        self._used = [0.0] * size  # charged usage per node at the last refresh / window capacity
         self.fraction = ctx.tree.fraction.tolist()
         self.paths = {leaf: ctx.tree.path(leaf) for leaf in ctx.tree.leaves}
         self.order: list[int] = list(ctx.tree.leaves)
@@ -52,9 +51,9 @@ class FairTree:
         if now < self.next_refresh:
             return
         self.next_refresh = now + self.refresh_s
-        self.usage = self.tree.subtree_sum(self.meter.usage(now))
-        self._used = (self.usage / (self.capacity * self.norm_s)).tolist()
-        self.order = self.tree.fair_tree_order(self.usage)
+        usage = self.tree.subtree_sum(self.meter.usage(now))
+        self._used = (usage / (self.capacity * self.norm_s)).tolist()
+        self.order = self.tree.fair_tree_order(usage)
 
     def served(self, node: int, alloc_delta: float = 0.0) -> float:
         """How well served a node is: (usage share of the window + allocation share) / entitlement."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterable
 
-from ..cluster import nodes_needed
+from ..cluster import gpus_on_each, nodes_needed
 from .base import Scheduler
 
 Accept = Callable[[int], bool]  # is this candidate still eligible, given those accepted so far?
@@ -40,7 +40,7 @@ def _walk(sched: Scheduler, j: int, candidates: Iterable[int], accept: Accept) -
         if not accept(v):
             continue
         order[v] = len(order)
-        share = per if jobs[v].n_nodes > 1 else jobs[v].gpus
+        share = gpus_on_each(jobs[v].gpus, per)
         for n in nodes_of[v]:
             room = free[n] + freed.get(n, 0) + share
             freed[n] = room - free[n]
@@ -59,20 +59,18 @@ def _walk(sched: Scheduler, j: int, candidates: Iterable[int], accept: Accept) -
 def _trim(sched: Scheduler, keep: list[int], target: list[int], need: int) -> list[int]:
     """Of the victims on the target nodes (in walk order), drop, newest-accepted first, any
     the gang can do without."""
-    per, jobs, nodes_of = sched.cluster.gpus_per_node, sched.jobs, sched.nodes
+    per = sched.cluster.gpus_per_node
     room = {n: sched.cluster.free[n] for n in target}
+    share = {v: gpus_on_each(sched.jobs[v].gpus, per) for v in keep}
+    mine = {v: [n for n in sched.nodes[v] if n in room] for v in keep}  # its target nodes
     for v in keep:
-        share = per if jobs[v].n_nodes > 1 else jobs[v].gpus
-        for n in nodes_of[v]:
-            if n in room:
-                room[n] += share
+        for n in mine[v]:
+            room[n] += share[v]
     kept = []
     for v in reversed(keep):
-        share = per if jobs[v].n_nodes > 1 else jobs[v].gpus
-        mine = [n for n in nodes_of[v] if n in room]
-        if all(room[n] - share >= need for n in mine):
-            for n in mine:
-                room[n] -= share
+        if all(room[n] - share[v] >= need for n in mine[v]):
+            for n in mine[v]:
+                room[n] -= share[v]
         else:
             kept.append(v)
     kept.reverse()
