@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Iterable
 
 
 def nodes_needed(gpus: int, gpus_per_node: int) -> int:
@@ -58,21 +59,31 @@ class Cluster:
                 self._largest = k
         return self._largest
 
-    def best_fit(self, gpus: int) -> tuple[int, ...] | None:
-        """Nodes for a gang: the fullest node that fits, or the lowest-numbered whole free nodes."""
+    def best_fit(self, gpus: int, avoid: frozenset[int] = frozenset()) -> tuple[int, ...] | None:
+        """Nodes for a gang: the fullest node that fits, or the lowest-numbered whole free nodes;
+        never a node in ``avoid``."""
         per = self.gpus_per_node
         if gpus > self.free_total:
             return None
         if gpus <= per:
             for k in range(gpus, per + 1):
-                if self.by_free[k]:
-                    return (min(self.by_free[k]),)
+                nodes = self.by_free[k]
+                if nodes:
+                    if not avoid:
+                        return (min(nodes),)
+                    n = min((n for n in nodes if n not in avoid), default=-1)
+                    if n >= 0:
+                        return (n,)
             return None
         need = nodes_needed(gpus, per)
-        whole = self.by_free[per]
+        whole = self.by_free[per] - avoid if avoid else self.by_free[per]
         if len(whole) < need:
             return None
         return tuple(sorted(heapq.nsmallest(need, whole)))
+
+    def best_fit_among(self, gpus: int, nodes: tuple[int, ...]) -> tuple[int, ...] | None:
+        """Best fit restricted to a few ``nodes`` (in increasing order), by scanning them."""
+        return best_fit_on(self.free, gpus, self.gpus_per_node, nodes)
 
     def take(self, nodes: tuple[int, ...], gpus: int) -> None:
         """Allocate a gang on ``nodes``; raises if the placement is malformed or has no room."""
@@ -138,11 +149,14 @@ class Cluster:
         self._largest = -1
 
 
-def best_fit_on(free: list[int], gpus: int, gpus_per_node: int) -> tuple[int, ...] | None:
-    """Best-fit placement on an explicit free-GPU list, by scanning (for what-if planning)."""
+def best_fit_on(free: list[int], gpus: int, gpus_per_node: int,
+                among: Iterable[int] | None = None) -> tuple[int, ...] | None:
+    """Best-fit placement on an explicit free-GPU list, by scanning it (for what-if planning),
+    or only the nodes ``among`` (in increasing order)."""
+    nodes = range(len(free)) if among is None else among
     if gpus <= gpus_per_node:
-        fits = [(f, n) for n, f in enumerate(free) if f >= gpus]
+        fits = [(free[n], n) for n in nodes if free[n] >= gpus]
         return (min(fits)[1],) if fits else None
-    whole = [n for n, f in enumerate(free) if f == gpus_per_node]
+    whole = [n for n in nodes if free[n] == gpus_per_node]
     need = nodes_needed(gpus, gpus_per_node)
     return tuple(whole[:need]) if len(whole) >= need else None

@@ -13,6 +13,7 @@ part); it replaces the queues and the pass. It does not use ``SizeQueues``, ``dr
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 
 from impactlab.cluster import best_fit_on
@@ -29,10 +30,16 @@ Accept = Callable[[int, list[int]], bool]  # (candidate, victims accepted so far
 
 
 # ----- placement and victims, from the rules -------------------------------------------------
-def place(sched: Scheduler, j: int) -> tuple[int, ...] | None:
-    """Best fit for job ``j`` now, by scanning every node's free GPUs."""
+Place = Callable[[Scheduler, int], "tuple[int, ...] | None"]
+
+
+def place(sched: Scheduler, j: int, among: list[int] | None = None) -> tuple[int, ...] | None:
+    """Best fit for job ``j`` now, by scanning every node's free GPUs (or only ``among``)."""
     cluster = sched.cluster
-    return best_fit_on(list(cluster.free), sched.jobs[j].gpus, cluster.gpus_per_node)
+    free = list(cluster.free)
+    if among is not None:
+        free = [f if n in among else -1 for n, f in enumerate(free)]
+    return best_fit_on(free, sched.jobs[j].gpus, cluster.gpus_per_node)
 
 
 def frees_per_node(sched: Scheduler, v: int) -> int:
@@ -41,10 +48,14 @@ def frees_per_node(sched: Scheduler, v: int) -> int:
 
 
 def choose(sched: Scheduler, j: int, candidates: Iterable[int], accept: Accept,
-           approve: Callable[[list[int]], bool] | None = None) -> list[int] | None:
-    """Victims whose preemption lets job ``j`` be placed, in candidate order; None if none do."""
+           approve: Callable[[list[int]], bool] | None = None,
+           among: list[int] | None = None) -> list[int] | None:
+    """Victims whose preemption lets job ``j`` be placed (on the nodes ``among``, default all),
+    in candidate order; None if none do."""
     per, gpus = sched.cluster.gpus_per_node, sched.jobs[j].gpus
     free = list(sched.cluster.free)
+    if among is not None:
+        free = [f if n in among else -per for n, f in enumerate(free)]  # room there never counts
     single = gpus <= per
     k = 1 if single else -(-gpus // per)
     freed = [0] * len(free)
@@ -87,11 +98,11 @@ def trim(sched: Scheduler, accepted: list[int], target: list[int], need: int) ->
     return kept
 
 
-def preempt_and_start(sched: Scheduler, j: int, victims: list[int]) -> None:
-    """Preempt ``victims`` for ``j`` in order, then start ``j`` on its best fit."""
+def preempt_and_start(sched: Scheduler, j: int, victims: list[int], placer: Place = place) -> None:
+    """Preempt ``victims`` for ``j`` in order, then start ``j`` where ``placer`` says."""
     for v in victims:
         sched.preempt(v, j)
-    nodes = place(sched, j)
+    nodes = placer(sched, j)
     if nodes is None:
         raise AssertionError(f"oracle: job {j} does not fit after preempting {victims}")
     sched.start(j, nodes)
@@ -102,7 +113,8 @@ def eligible(sched: Scheduler, v: int) -> bool:
     return sched.started_at[v] < sched.now and not sched.protected(v)
 
 
-def scan_lane(lane: list[int], sched: Scheduler, make_room: Callable[[int], list[int] | None] | None) -> None:
+def scan_lane(lane: list[int], sched: Scheduler, make_room: Callable[[int], list[int] | None] | None,
+              placer: Place = place) -> None:
     """Try every job of one queue in order: start it if it fits, else (if allowed) preempt for
     it. After a preemption the scan starts again from the queue's first job, since the
     victims may have freed more than the job took."""
@@ -110,7 +122,7 @@ def scan_lane(lane: list[int], sched: Scheduler, make_room: Callable[[int], list
     i = 0
     while i < len(remaining):
         j = remaining[i]
-        nodes = place(sched, j)
+        nodes = placer(sched, j)
         if nodes is not None:
             sched.start(j, nodes)
             del remaining[i]
@@ -119,7 +131,7 @@ def scan_lane(lane: list[int], sched: Scheduler, make_room: Callable[[int], list
         if victims is None:
             i += 1
             continue
-        preempt_and_start(sched, j, victims)
+        preempt_and_start(sched, j, victims, placer)
         del remaining[i]
         i = 0
 
@@ -288,22 +300,55 @@ class ImpactfulOracle(CountsStarts, Impactful):
         ordered = fair_lanes(sched.pending, sched, self.fair.order, self.boost_interactive)
         for lane in lanes_of(ordered, sched, self.boost_interactive):
             funded = sched.jobs[lane[0]].leaf != UNALLOCATED
-            scan_lane(lane, sched, (lambda j: self.make_room_for(sched, j)) if funded else None)
+            if funded:
+                scan_lane(lane, sched, lambda j: self.make_room_for(sched, j), self.place_funded)
+            else:
+                scan_lane(lane, sched, None)
+
+    def reserved(self, sched: Scheduler) -> list[int]:
+        """The interactive reserve: the highest-numbered ceil(share x nodes) nodes, leaving at
+        least one; none without the boost."""
+        nodes = sched.cluster.nodes
+        if not self.boost_interactive:
+            return []
+        kept = min(math.ceil(round(self.interactive_reserve * nodes, 9)), nodes - 1)
+        return list(range(nodes - kept, nodes))
+
+    def boosted(self, sched: Scheduler, j: int) -> bool:
+        """A debug/interactive job while the boost is on."""
+        return self.boost_interactive and sched.jobs[j].kind in BOOSTED_KINDS
+
+    def usable(self, sched: Scheduler, j: int) -> list[int] | None:
+        """Nodes funded job ``j`` may run on: all (None) if boosted, else all but the reserve."""
+        reserve = self.reserved(sched)
+        if self.boosted(sched, j) or not reserve:
+            return None
+        return [n for n in range(sched.cluster.nodes) if n not in reserve]
+
+    def place_funded(self, sched: Scheduler, j: int) -> tuple[int, ...] | None:
+        """A boosted job: best fit on the reserve, else anywhere. Other funded work: best fit
+        off the reserve."""
+        reserve = self.reserved(sched)
+        if reserve and self.boosted(sched, j):
+            return place(sched, j, reserve) or place(sched, j)
+        return place(sched, j, self.usable(sched, j))
 
     def make_room_for(self, sched: Scheduler, j: int) -> list[int] | None:
         """Victims for funded job ``j``, or None."""
         if sched.jobs[j].n_nodes > 1 and not (self.refresh_pass or self.gangs_preempt_every_pass):
             return None
         return choose(sched, j, self.victim_candidates(sched, j), self.no_ping_pong(sched, j),
-                      self.no_ping_pong_after_trim(sched, j))
+                      self.no_ping_pong_after_trim(sched, j), self.usable(sched, j))
 
     def victim_candidates(self, sched: Scheduler, j: int) -> list[int]:
         """Unallocated, most recently started first; then funded jobs of other leaves holding at
         most ``max_victim_ratio`` x the job's GPUs, most over-served side (of the lowest common
-        ancestor) first, newest first."""
+        ancestor) first, newest first. Jobs only on nodes ``j`` may not use are left alone."""
         jobs, fair, leaf = sched.jobs, self.fair, sched.jobs[j].leaf
         largest = self.max_victim_ratio * sched.jobs[j].held
-        running = [v for v in sched.running if eligible(sched, v)]
+        usable = self.usable(sched, j)
+        running = [v for v in sched.running if eligible(sched, v)
+                   and (usable is None or any(n in usable for n in sched.nodes[v]))]
         unallocated = [v for v in running if jobs[v].leaf == UNALLOCATED]
         funded = [v for v in running if jobs[v].leaf not in (UNALLOCATED, leaf) and jobs[v].held <= largest]
 

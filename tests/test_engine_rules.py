@@ -15,11 +15,14 @@ from impactlab.metrics import Window, summarise
 from impactlab.policies.base import BasePolicy, PolicyError
 from impactlab.trace import validate_trace
 
+NO_RESERVE = {"interactive_reserve": 0.0}  # the whole cluster is for the jobs of these cases
+
 
 def test_a_blocked_funded_gang_preempts_at_the_next_refresh_even_if_nothing_else_happens():
     rows = [{"job_id": "u", "submit_s": 0, "project": "", "gpus": 16, "duration_s": 5000, "kind": "other"},
             {"job_id": "g", "submit_s": 10, "project": "p", "gpus": 16, "duration_s": 100, "kind": "training"}]
-    log = run_tiny(rows, policy="impactful", gpus=16, budgets=BudgetTree.flat({"p": 1})).events
+    log = run_tiny(rows, policy="impactful", gpus=16, budgets=BudgetTree.flat({"p": 1}),
+                   policy_knobs=NO_RESERVE).events
     preempt = log[log.event == "preempt"]
     assert preempt.job_id.tolist() == ["u"] and preempt.detail.tolist() == ["by=g"]
     assert 10 < preempt.t_s.iloc[0] <= 10 + 300  # the first ranking refresh after the gang arrived
@@ -39,7 +42,7 @@ def test_no_ping_pong_is_judged_on_the_victims_actually_preempted():
 
     rows = [job("a2p", 0, "A2", 4, 28800), job("a2v", 1, "A2", 4, 28800), job("b1v", 2, "B1", 8, 0),
             job("b1p", 3, "B1", 8, 28800), job("b1q", 4, "B1", 4, 28800), job("j", 10, "A1", 8, 0)]
-    log = run_tiny(rows, policy="impactful", gpus=32, budgets=tree, horizon_s=200).events
+    log = run_tiny(rows, policy="impactful", gpus=32, budgets=tree, horizon_s=200, policy_knobs=NO_RESERVE).events
     assert (log.event != "preempt").all()
 
 
@@ -155,3 +158,23 @@ def test_timers_due_at_one_instant_fire_in_the_order_they_were_set(b_submit):
         assert at_100 == [["withdraw", "b"], ["submit", "c"], ["finish", "a"], ["start", "c"]]
     else:
         assert at_100 == [["finish", "a"], ["withdraw", "b"], ["submit", "c"], ["start", "c"]]
+
+
+def test_the_interactive_reserve_holds_a_node_for_debug_work_and_lends_it_to_unallocated():
+    # 2 nodes; node 1 is the reserve. t2 waits although node 1 is free; unallocated u backfills
+    # it and yields to the debug job d at once; t (protected, off the reserve) is untouched.
+    def job(i, t, p, g, kind, duration=5000.0):
+        return {"job_id": i, "submit_s": t, "project": p, "gpus": g, "duration_s": duration, "kind": kind,
+                "min_runtime_s": 28800, "checkpoint_s": 0}
+
+    rows = [job("t", 0, "p", 8, "training"), job("t2", 5, "p", 8, "training"),
+            job("u", 6, "", 8, "other"), job("d", 20, "p", 8, "debug", duration=100.0)]
+    tree = BudgetTree.flat({"p": 1})
+    log = run_tiny(rows, policy="impactful", gpus=16, budgets=tree, horizon_s=1000).events
+    seen = [tuple(r) for r in log[log.event.isin(["start", "preempt"])][["t_s", "event", "job_id", "nodes", "detail"]]
+            .itertuples(index=False)]
+    assert seen == [(0.0, "start", "t", "0", ""), (6.0, "start", "u", "1", ""),
+                    (20.0, "preempt", "u", "1", "by=d"), (20.0, "start", "d", "1", ""),
+                    (120.0, "start", "u", "1", "")]
+    without = run_tiny(rows, policy="impactful", gpus=16, budgets=tree, horizon_s=1000, policy_knobs=NO_RESERVE).events
+    assert without[without.event == "start"].job_id.tolist()[:2] == ["t", "t2"]  # t2 takes node 1 at once

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from impactlab import REGISTRY, SimConfig, make_policy, simulate
 from impactlab.cluster import held_gpus, nodes_needed
 from impactlab.events import jobs_from_trace
+from impactlab.policies.impactful import Impactful
 
 # ----- what is run ---------------------------------------------------------------------------
 Knobs = tuple[tuple[str, object], ...]
@@ -33,6 +34,7 @@ Knobs = tuple[tuple[str, object], ...]
 VARIANTS: list[tuple[str, Knobs]] = [(name, ()) for name in sorted(REGISTRY)] + [
     ("fifo", (("backfill", True),)),
     ("impactful", (("boost_interactive", False),)),
+    ("impactful", (("interactive_reserve", 0.4),)),
     ("impactful", (("max_victim_ratio", math.inf),)),
     ("impactful", (("protect_unallocated", True),)),
     ("impactful", (("cap_hours", 0.5), ("refresh_s", 60.0))),
@@ -256,6 +258,28 @@ class Run:
             for j in jobs_from_trace(self.result.trace, tree, self.per)
         }
 
+    @cached_property
+    def reserve(self) -> set[int]:
+        """impactful's interactive reserve (with the boost): the highest-numbered
+        ceil(share x nodes) nodes, leaving at least one; no other policy has one."""
+        if self.policy != "impactful" or not self.knobs.get("boost_interactive", True):
+            return set()
+        share = self.knobs.get("interactive_reserve", Impactful.interactive_reserve)
+        kept = min(math.ceil(round(share * self.n_nodes, 9)), self.n_nodes - 1)
+        return set(range(self.n_nodes - kept, self.n_nodes))
+
+    def place(self, free: list[int], jid: str) -> tuple[int, ...] | None:
+        """Where the rules put job ``jid`` now: best fit (DESIGN.md section 2); with a reserve,
+        boosted funded jobs try the reserve first and other funded jobs never use it."""
+        gpus, reserve = self.rows[jid].gpus, self.reserve
+        if not reserve or not self.funded[jid]:
+            return best_fit(free, gpus, self.per)
+        on_reserve = [f if n in reserve else -1 for n, f in enumerate(free)]
+        if self.rows[jid].kind in ("debug", "interactive"):
+            return best_fit(on_reserve, gpus, self.per) or best_fit(free, gpus, self.per)
+        off_reserve = [-1 if n in reserve else f for n, f in enumerate(free)]
+        return best_fit(off_reserve, gpus, self.per)
+
     def preemptions(self) -> list[tuple]:
         """(preempt event, victim row, beneficiary row) for every preemption."""
         out = []
@@ -352,13 +376,21 @@ def test_every_start_is_a_best_fit_placement(variant, case):
     for e in run.events:
         nodes = parse_nodes(e.nodes)
         if e.event == "start":
-            expected = best_fit(free, run.rows[e.job_id].gpus, run.per)
+            expected = run.place(free, e.job_id)
             assert tuple(nodes) == expected, f"{e}: expected nodes {expected} with free GPUs {free}"
             for n in nodes:
                 free[n] -= e.gpus // len(nodes)
         elif e.event in END_EVENTS:
             for n in nodes:
                 free[n] += e.gpus // len(nodes)
+
+
+@rule(max_examples=10, policies=("impactful",))
+def test_funded_work_kept_off_the_reserve_preempts_only_off_the_reserve(variant, case):
+    run = run_of(variant, case)
+    for e, _, by in run.preemptions():
+        if run.reserve and run.funded[by.job_id] and by.kind not in ("debug", "interactive"):
+            assert set(parse_nodes(e.nodes)) - run.reserve, f"{e}: frees only reserved nodes for {by.job_id}"
 
 
 # ----- lifecycle -------------------------------------------------------------------------------
@@ -565,13 +597,13 @@ def test_every_preemption_starts_the_job_it_made_room_for(variant, case):
 @rule(max_examples=10)
 def test_no_pending_job_fits_at_the_end_of_an_instant(variant, case):
     """Policies without head-of-line blocking leave no startable job waiting; FIFO leaves no
-    startable head job waiting."""
+    startable head job waiting. (A job that may not use impactful's reserve does not fit there.)"""
     run = run_of(variant, case)
     fifo = run.policy == "fifo"
     for t, free, pending, _ in run.instants():
         waiting = sorted(pending, key=lambda j: (run.rows[j].submit_s, j))
         for jid in waiting[:1] if fifo else waiting:
-            placed = best_fit(free, run.rows[jid].gpus, run.per)
+            placed = run.place(free, jid)
             assert placed is None, (
                 f"t={t}: {jid} ({run.rows[jid].gpus} GPUs) waits but fits on {placed}"
             )

@@ -40,6 +40,8 @@ VARIANTS: list[tuple[str, dict]] = [
     ("fairshare", {"half_life_days": 0.5, "refresh_s": 60.0}),
     ("impactful", {}),
     ("impactful", {"boost_interactive": False}),
+    ("impactful", {"interactive_reserve": 0.0}),
+    ("impactful", {"interactive_reserve": 0.4}),
     ("impactful", {"max_victim_ratio": INF}),
     ("impactful", {"gangs_preempt_every_pass": True}),
     ("impactful", {"protect_unallocated": True}),
@@ -54,7 +56,7 @@ ORACLE_KNOBS = {
     "legacy": set(),
     "fairshare": {"half_life_days", "refresh_s"},
     "impactful": {"window_days", "cap_hours", "protect_unallocated", "half_life_days", "refresh_s",
-                  "boost_interactive", "max_victim_ratio", "gangs_preempt_every_pass"},
+                  "boost_interactive", "max_victim_ratio", "gangs_preempt_every_pass", "interactive_reserve"},
 }
 
 #: Synthetic workloads: (GPUs, GPUs per node, days, demand, seed).
@@ -67,6 +69,8 @@ GENERATED = [
 ]
 GENERATED_IDS = [f"{g}gpus-{per}pernode-{d:g}days-demand{dem:g}-seed{s}"
                  for g, per, d, dem, s in GENERATED]
+
+NO_RESERVE = {"interactive_reserve": 0.0}  # hand-made cases below are about other rules
 
 #: Seeds of the random multi-node-gang traces.
 GANG_SEEDS = [0, 1, 2]
@@ -237,7 +241,7 @@ def test_impactful_job_started_in_an_instant_is_not_preempted_in_that_instant():
         ("P", 100.0, 8, 10_000.0, "a", 0, True, 0.0),
         ("U", 100.0, 6, 10_000.0, "", 0, True, 0.0),
     )
-    log = assert_same_log("impactful", {}, trace, tree, 24, 8, 0.5)
+    log = assert_same_log("impactful", NO_RESERVE, trace, tree, 24, 8, 0.5)
     assert events_of(log, "P")[1] == (100.0, "start", "0")
     assert events_of(log, "U") == [(100.0, "submit", ""), (100.0, "start", "2")]
 
@@ -256,7 +260,7 @@ def test_impactful_scan_restarts_after_a_preemption_so_a_job_passed_over_gets_th
         ("a-one", 100.0, 1, 10_000.0, "a1", 0, True, 0.0),
         ("a-two", 100.0, 2, 10_000.0, "a1", 0, True, 0.0),
     )
-    log = assert_same_log("impactful", {"max_victim_ratio": INF}, trace, tree, 16, 8, 0.5)
+    log = assert_same_log("impactful", {**NO_RESERVE, "max_victim_ratio": INF}, trace, tree, 16, 8, 0.5)
     assert events_of(log, "b-big")[2] == (100.0, "preempt", "1")
     starts = log[(log.t_s == 100.0) & (log.event == "start")].job_id.tolist()
     assert starts == ["a-one", "a-four", "a-two"]

@@ -14,7 +14,7 @@ import numpy as np
 from ..events import UNALLOCATED, Job
 from ..usage import DecayedUsage, WindowUsage
 from .base import Context, Scheduler
-from .queues import SizeQueues, drain, queue_for
+from .queues import Place, SizeQueues, drain, queue_for
 
 BOOSTED_KINDS = frozenset({"debug", "interactive"})
 
@@ -89,15 +89,17 @@ class FairQueues:
         """Job ``j`` leaves the queue without starting."""
         self.queues[self._lane(j)].discard(j)
 
-    def run(self, fair: FairTree, sched: Scheduler, make_room: Callable[[int], bool] | None) -> None:
-        """One pass: funded lanes by Fair Tree rank (preempting if allowed), then unallocated."""
+    def run(self, fair: FairTree, sched: Scheduler, make_room: Callable[[int], bool] | None,
+            place: tuple[Place | None, Place | None] = (None, None)) -> None:
+        """One pass: funded lanes by Fair Tree rank (preempting if allowed), then unallocated.
+        ``place[boosted]`` chooses the nodes of funded jobs (default: best fit)."""
         lanes = (True, False) if self.boost else (False,)
         queues, cluster = self.queues, sched.cluster
         for boosted in lanes:
             for leaf in fair.order:
                 queue = queues.get((boosted, leaf))
                 if queue is not None and queue.live and (make_room or queue.sizes[0] <= cluster.largest_fit()):
-                    drain(queue, sched, make_room, larger_no_easier=False)
+                    drain(queue, sched, make_room, larger_no_easier=False, place=place[boosted])
         for boosted in lanes:
             queue = queues.get((boosted, UNALLOCATED))
             if queue is not None and queue.live and queue.sizes[0] <= cluster.largest_fit():

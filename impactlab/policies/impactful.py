@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
@@ -9,8 +10,9 @@ from typing import ClassVar
 from ..events import Job
 from ..units import DAY_S
 from .base import Context, Scheduler
+from .fair import BOOSTED_KINDS
 from .fairshare import FairShare
-from .queues import FailMemo
+from .queues import FailMemo, Place
 from .victims import Accept, Approve, choose_victims
 
 
@@ -35,6 +37,12 @@ class Impactful(FairShare):
     # look at every event. Clearing whole nodes rarely becomes possible from one event to the
     # next, and these searches were most of the scheduling time.
     gangs_preempt_every_pass: bool = False
+    # With the boost, a share of the nodes (rounded up to whole nodes; the highest-numbered)
+    # kept for debug/interactive work, like a debug partition: boosted jobs go there first,
+    # other funded work never starts there, and unallocated work backfills it and yields to
+    # boosted jobs. Without it protected work can cover a small cluster, and a debug job that
+    # needs a whole node waits for hours.
+    interactive_reserve: float = 0.03
 
     def setup(self, ctx: Context) -> None:
         """Build the fair-share state, the lanes and the victim indexes."""
@@ -46,6 +54,18 @@ class Impactful(FairShare):
         # while max_victim_ratio <= 1, which makes hopeless searches cheap to rule out.
         self.gangs_on = [0] * (ctx.capacity // ctx.gpus_per_node)
         self._least_blocked: tuple[tuple[int, int], int] = ((-1, -1), 0)
+        nodes, cluster = ctx.capacity // ctx.gpus_per_node, ctx.view.cluster
+        kept = min(math.ceil(round(self.interactive_reserve * nodes, 9)), nodes - 1) if self.boost else 0
+        reserve = tuple(range(nodes - kept, nodes))
+        self.reserve = frozenset(reserve)  # boosted work first; other funded work never
+        self.place: tuple[Place | None, Place | None] = (None, None)
+        if reserve:
+            self.place = (lambda g: cluster.best_fit(g, self.reserve),
+                          lambda g: cluster.best_fit_among(g, reserve) or cluster.best_fit(g))
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.interactive_reserve < 1.0:
+            raise ValueError(f"interactive_reserve must be in [0, 1), got {self.interactive_reserve}")
 
     def protection_s(self, job: Job) -> float:
         """The contract: min(declared minimum runtime, cap); none for unallocated by default."""
@@ -104,7 +124,7 @@ class Impactful(FairShare):
             self.fair.refresh(now)
             self.memo.changed()
             sched.wake_at(self.fair.next_refresh)  # gangs search then, even if nothing else happens
-        self.queues.run(self.fair, sched, lambda j: self.make_room(sched, j))
+        self.queues.run(self.fair, sched, lambda j: self.make_room(sched, j), self.place)
         self.gate.done(sched)
 
     def make_room(self, sched: Scheduler, j: int) -> bool:
@@ -112,13 +132,15 @@ class Impactful(FairShare):
         job = sched.jobs[j]
         if job.n_nodes > 1 and not (self._refresh_pass or self.gangs_preempt_every_pass):
             return False
-        key = (job.leaf, job.gpus)
+        boosted = self.boost and job.kind in BOOSTED_KINDS
+        key = (job.leaf, job.gpus, boosted)
         if self.memo.known(key, sched):
             return False
         victims = None
         if not self._hopeless(sched, job):
-            victims = choose_victims(sched, j, self.candidates(sched, j), self._accepts(sched, j),
-                                     self._approves(sched, j))
+            avoid = frozenset() if boosted else self.reserve
+            victims = choose_victims(sched, j, self.candidates(sched, j, boosted), self._accepts(sched, j),
+                                     self._approves(sched, j), avoid)
         return self.memo.preempt_or_remember(key, sched, j, victims)
 
     def _hopeless(self, sched: Scheduler, job: Job) -> bool:
@@ -132,13 +154,15 @@ class Impactful(FairShare):
             self._least_blocked = (key, least)
         return self._least_blocked[1] > sched.cluster.gpus_per_node - job.gpus
 
-    def candidates(self, sched: Scheduler, j: int) -> Iterator[int]:
+    def candidates(self, sched: Scheduler, j: int, boosted: bool) -> Iterator[int]:
         """Preemptible running jobs in preference order: unallocated, the most recently started
         first; then funded on the most over-served side of the lowest common ancestor, newest
-        first. A job started at this very instant is never a victim."""
-        now, started, shielded = sched.now, sched.started_at, sched.shielded
+        first. A job started at this very instant is never a victim, nor a gang too large to
+        break up, nor (unless ``j`` is boosted) a job running only on the reserve."""
+        now, started, shielded, nodes = sched.now, sched.started_at, sched.shielded, sched.nodes
+        avoid = frozenset() if boosted else self.reserve
         for v in reversed(self.unfunded_running):
-            if started[v] < now and not shielded[v]:
+            if started[v] < now and not shielded[v] and not (avoid and avoid.issuperset(nodes[v])):
                 yield v
         leaf, jobs, fair = sched.jobs[j].leaf, sched.jobs, self.fair
         largest = self.max_victim_ratio * sched.jobs[j].held
@@ -146,6 +170,8 @@ class Impactful(FairShare):
         for v in self.funded_running:
             if started[v] >= now or shielded[v] or jobs[v].held > largest:
                 continue  # started at this instant, protected, or a gang too large to break up
+            if avoid and avoid.issuperset(nodes[v]):
+                continue  # freeing the reserve does not help
             sides = fair.split(leaf, jobs[v].leaf)
             if sides is not None:
                 funded.append((-fair.served(sides[1]), -started[v], -v))

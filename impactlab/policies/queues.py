@@ -73,20 +73,23 @@ class SizeQueues:
 
 
 PreemptFn = Callable[[int], bool]
+Place = Callable[[int], "tuple[int, ...] | None"]  # gang size -> nodes, None if it does not fit
 NO_LIMIT = 1 << 62
 
 
 def drain(queue: SizeQueues, sched: Scheduler, make_room: PreemptFn | None = None,
-          larger_no_easier: bool = True) -> None:
+          larger_no_easier: bool = True, place: Place | None = None) -> None:
     """Start jobs from ``queue`` in key order without head-of-line blocking.
 
     A job that does not fit asks ``make_room(j)`` to preempt for it (which returns True when
     the job can now be placed with best fit). After a preemption the scan starts again from
     the queue's first job, since the victims may have freed more than the job took. Stops when
     no size can make progress. When a larger job may find victims a smaller one cannot
-    (``larger_no_easier=False``), a failure only skips jobs of the same size.
+    (``larger_no_easier=False``), a failure only skips jobs of the same size. ``place(gpus)``
+    chooses the nodes (default: best fit on the whole cluster).
     """
     cluster = sched.cluster
+    place = place or cluster.best_fit
     limit = NO_LIMIT
     failed: set[int] = set()
     while queue.live:
@@ -97,9 +100,9 @@ def drain(queue: SizeQueues, sched: Scheduler, make_room: PreemptFn | None = Non
             return
         key, gpus = found
         j = key[-1]
-        nodes = cluster.best_fit(gpus)
+        nodes = place(gpus)
         if nodes is None and make_room is not None and make_room(j):
-            nodes = cluster.best_fit(gpus)
+            nodes = place(gpus)
             limit = NO_LIMIT  # victims may have freed more than this job takes
             failed.clear()
         if nodes is None:

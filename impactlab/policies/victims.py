@@ -13,21 +13,23 @@ Approve = Callable[[list[int]], bool]  # is this final set of victims allowed?
 
 
 def choose_victims(sched: Scheduler, j: int, candidates: Iterable[int], accept: Accept,
-                   approve: Approve | None = None) -> list[int] | None:
+                   approve: Approve | None = None, avoid: frozenset[int] = frozenset()) -> list[int] | None:
     """Victims, in preference order, whose preemption lets job ``j`` be placed; None if none do.
 
     Walks ``candidates`` in order, counting what each would free per node, and stops at the
     first node (or set of whole nodes, for a multi-node gang) that becomes free enough. A
     reverse pass then drops victims that turned out unneeded, and ``approve`` checks the set
-    that remains (a rule judged on the walk could depend on victims since dropped).
+    that remains (a rule judged on the walk could depend on victims since dropped). Room on
+    the nodes in ``avoid`` does not count: the job may not be placed there.
     """
-    victims = _walk(sched, j, candidates, accept)
+    victims = _walk(sched, j, candidates, accept, avoid)
     if victims is None or (approve is not None and not approve(victims)):
         return None
     return victims
 
 
-def _walk(sched: Scheduler, j: int, candidates: Iterable[int], accept: Accept) -> list[int] | None:
+def _walk(sched: Scheduler, j: int, candidates: Iterable[int], accept: Accept,
+          avoid: frozenset[int]) -> list[int] | None:
     cluster, job, jobs, nodes_of = sched.cluster, sched.jobs[j], sched.jobs, sched.nodes
     if not cluster.could_free(job.gpus):
         return None
@@ -35,13 +37,15 @@ def _walk(sched: Scheduler, j: int, candidates: Iterable[int], accept: Accept) -
     freed: dict[int, int] = {}  # GPUs the accepted victims free per node
     on: dict[int, list[int]] = {}  # accepted victims per node, in walk order
     order: dict[int, int] = {}  # walk position of each accepted victim
-    whole = [] if single else sorted(cluster.by_free[per])
+    whole = [] if single else sorted(cluster.by_free[per] - avoid)
     for v in candidates:
         if not accept(v):
             continue
         order[v] = len(order)
         share = gpus_on_each(jobs[v].gpus, per)
         for n in nodes_of[v]:
+            if n in avoid:
+                continue
             room = free[n] + freed.get(n, 0) + share
             freed[n] = room - free[n]
             on.setdefault(n, []).append(v)
