@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable
 
 
 def nodes_needed(gpus: int, gpus_per_node: int) -> int:
@@ -81,10 +80,6 @@ class Cluster:
             return None
         return tuple(sorted(heapq.nsmallest(need, whole)))
 
-    def best_fit_among(self, gpus: int, nodes: tuple[int, ...]) -> tuple[int, ...] | None:
-        """Best fit restricted to a few ``nodes`` (in increasing order), by scanning them."""
-        return best_fit_on(self.free, gpus, self.gpus_per_node, nodes)
-
     def take(self, nodes: tuple[int, ...], gpus: int) -> None:
         """Allocate a gang on ``nodes``; raises if the placement is malformed or has no room."""
         if len(nodes) != nodes_needed(gpus, self.gpus_per_node) or len(set(nodes)) != len(nodes):
@@ -149,14 +144,11 @@ class Cluster:
         self._largest = -1
 
 
-def best_fit_on(free: list[int], gpus: int, gpus_per_node: int,
-                among: Iterable[int] | None = None) -> tuple[int, ...] | None:
-    """Best-fit placement on an explicit free-GPU list, by scanning it (for what-if planning),
-    or only the nodes ``among`` (in increasing order)."""
-    nodes = range(len(free)) if among is None else among
+def best_fit_on(free: list[int], gpus: int, gpus_per_node: int) -> tuple[int, ...] | None:
+    """Best-fit placement on an explicit free-GPU list, by scanning (for what-if planning)."""
     if gpus <= gpus_per_node:
-        fits = [(free[n], n) for n in nodes if free[n] >= gpus]
+        fits = [(f, n) for n, f in enumerate(free) if f >= gpus]
         return (min(fits)[1],) if fits else None
-    whole = [n for n in nodes if free[n] == gpus_per_node]
+    whole = [n for n, f in enumerate(free) if f == gpus_per_node]
     need = nodes_needed(gpus, gpus_per_node)
     return tuple(whole[:need]) if len(whole) >= need else None

@@ -326,12 +326,12 @@ class ImpactfulOracle(CountsStarts, Impactful):
         return [n for n in range(sched.cluster.nodes) if n not in reserve]
 
     def place_funded(self, sched: Scheduler, j: int) -> tuple[int, ...] | None:
-        """A boosted job: best fit on the reserve, else anywhere. Other funded work: best fit
-        off the reserve."""
+        """Best fit off the reserve; a boosted job, failing that, best fit anywhere."""
         reserve = self.reserved(sched)
-        if reserve and self.boosted(sched, j):
-            return place(sched, j, reserve) or place(sched, j)
-        return place(sched, j, self.usable(sched, j))
+        if not reserve:
+            return place(sched, j)
+        off = [n for n in range(sched.cluster.nodes) if n not in reserve]
+        return place(sched, j, off) or (place(sched, j) if self.boosted(sched, j) else None)
 
     def make_room_for(self, sched: Scheduler, j: int) -> list[int] | None:
         """Victims for funded job ``j``, or None."""

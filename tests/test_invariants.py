@@ -270,15 +270,15 @@ class Run:
 
     def place(self, free: list[int], jid: str) -> tuple[int, ...] | None:
         """Where the rules put job ``jid`` now: best fit (DESIGN.md section 2); with a reserve,
-        boosted funded jobs try the reserve first and other funded jobs never use it."""
+        funded jobs go off the reserve, and only boosted ones, failing that, anywhere."""
         gpus, reserve = self.rows[jid].gpus, self.reserve
         if not reserve or not self.funded[jid]:
             return best_fit(free, gpus, self.per)
-        on_reserve = [f if n in reserve else -1 for n, f in enumerate(free)]
-        if self.rows[jid].kind in ("debug", "interactive"):
-            return best_fit(on_reserve, gpus, self.per) or best_fit(free, gpus, self.per)
         off_reserve = [-1 if n in reserve else f for n, f in enumerate(free)]
-        return best_fit(off_reserve, gpus, self.per)
+        placed = best_fit(off_reserve, gpus, self.per)
+        if placed is None and self.rows[jid].kind in ("debug", "interactive"):
+            placed = best_fit(free, gpus, self.per)
+        return placed
 
     def preemptions(self) -> list[tuple]:
         """(preempt event, victim row, beneficiary row) for every preemption."""

@@ -38,10 +38,10 @@ class Impactful(FairShare):
     # next, and these searches were most of the scheduling time.
     gangs_preempt_every_pass: bool = False
     # With the boost, a share of the nodes (rounded up to whole nodes; the highest-numbered)
-    # kept for debug/interactive work, like a debug partition: boosted jobs go there first,
-    # other funded work never starts there, and unallocated work backfills it and yields to
-    # boosted jobs. Without it protected work can cover a small cluster, and a debug job that
-    # needs a whole node waits for hours.
+    # held back for debug/interactive work: boosted jobs go there when nothing else fits, other
+    # funded work never starts there, and unallocated work backfills it and yields to boosted
+    # jobs. Without it protected work can cover a small cluster, and a debug job that needs a
+    # whole node waits for hours.
     interactive_reserve: float = 0.03
 
     def setup(self, ctx: Context) -> None:
@@ -56,12 +56,11 @@ class Impactful(FairShare):
         self._least_blocked: tuple[tuple[int, int], int] = ((-1, -1), 0)
         nodes, cluster = ctx.capacity // ctx.gpus_per_node, ctx.view.cluster
         kept = min(math.ceil(round(self.interactive_reserve * nodes, 9)), nodes - 1) if self.boost else 0
-        reserve = tuple(range(nodes - kept, nodes))
-        self.reserve = frozenset(reserve)  # boosted work first; other funded work never
-        self.place: tuple[Place | None, Place | None] = (None, None)
-        if reserve:
+        self.reserve = frozenset(range(nodes - kept, nodes))  # boosted work last; other funded work never
+        self.place: tuple[Place | None, Place | None] = (None, None)  # for (other, boosted) funded jobs
+        if self.reserve:
             self.place = (lambda g: cluster.best_fit(g, self.reserve),
-                          lambda g: cluster.best_fit_among(g, reserve) or cluster.best_fit(g))
+                          lambda g: cluster.best_fit(g, self.reserve) or cluster.best_fit(g))
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.interactive_reserve < 1.0:
