@@ -90,17 +90,34 @@ class FairQueues:
         self.queues[self._lane(j)].discard(j)
 
     def run(self, fair: FairTree, sched: Scheduler, make_room: Callable[[int], bool] | None,
-            place: tuple[Place | None, Place | None] = (None, None)) -> None:
+            place: tuple[Place | None, Place | None] = (None, None), version: int = 0) -> None:
         """One pass: funded lanes by Fair Tree rank (preempting if allowed), then unallocated.
-        ``place[boosted]`` chooses the nodes of funded jobs (default: best fit)."""
+        ``place[boosted]`` chooses the nodes of funded jobs (default: best fit).
+
+        A lane whose scan started nothing is skipped until GPUs are freed or a protection ends
+        (``sched.epoch``), the policy's ``version`` of the victims and fair-share inputs moves,
+        or a job arrives at the head of one of its sizes: until then the scan would fail the
+        same way. With preemption, only a scan with no job started at this instant counts
+        (those jobs are no victims yet)."""
         lanes = (True, False) if self.boost else (False,)
         queues, cluster = self.queues, sched.cluster
+        token = (sched.epoch, version)
         for boosted in lanes:
             for leaf in fair.order:
                 queue = queues.get((boosted, leaf))
-                if queue is not None and queue.live and (make_room or queue.sizes[0] <= cluster.largest_fit()):
-                    drain(queue, sched, make_room, larger_no_easier=False, place=place[boosted])
+                if queue is None or not queue.live or queue.stuck == token:
+                    continue
+                if make_room or queue.sizes[0] <= cluster.largest_fit():
+                    self._scan(queue, sched, make_room, place[boosted], token)
         for boosted in lanes:
             queue = queues.get((boosted, UNALLOCATED))
-            if queue is not None and queue.live and queue.sizes[0] <= cluster.largest_fit():
-                drain(queue, sched, None)
+            if queue is not None and queue.live and queue.stuck != token and queue.sizes[0] <= cluster.largest_fit():
+                self._scan(queue, sched, None, None, token, funded=False)
+
+    @staticmethod
+    def _scan(queue: SizeQueues, sched: Scheduler, make_room: Callable[[int], bool] | None,
+              place: Place | None, token: tuple[int, int], funded: bool = True) -> None:
+        waiting = len(queue.live)
+        drain(queue, sched, make_room, larger_no_easier=not funded, place=place)
+        if len(queue.live) == waiting and (make_room is None or sched.last_start_s < sched.now):
+            queue.stuck = token

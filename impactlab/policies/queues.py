@@ -27,6 +27,9 @@ class SizeQueues:
         self.heaps: dict[int, list[Key]] = {}
         self.sizes: list[int] = []  # sorted keys of ``heaps``
         self.live: set[int] = set()
+        # The state (a token from the policy) in which a scan of this queue started nothing;
+        # cleared when a job arrives at the head of a size. See ``FairQueues.run``.
+        self.stuck: Hashable = None
 
     def push(self, j: int, gpus: int, key: Key) -> bool:
         """Add job ``j`` (``key[-1] == j``); True if it is now the first of its size.
@@ -43,7 +46,10 @@ class SizeQueues:
         heapq.heappush(heap, key)
         while heap[0][-1] not in live:  # j itself is live, so this stops
             heapq.heappop(heap)
-        return heap[0][-1] == j
+        if heap[0][-1] != j:
+            return False
+        self.stuck = None
+        return True
 
     def discard(self, j: int) -> None:
         """Remove job ``j``; its heap entry is dropped lazily."""
