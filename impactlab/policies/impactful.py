@@ -53,7 +53,7 @@ class Impactful(FairShare):
         # GPUs per node held by funded multi-node gangs: never victims of a single-node job
         # while max_victim_ratio <= 1, which makes hopeless searches cheap to rule out.
         self.gangs_on = [0] * (ctx.capacity // ctx.gpus_per_node)
-        self._least_blocked: tuple[tuple[int, int], int] = ((-1, -1), 0)
+        self._least_blocked: tuple[tuple[int, int], tuple[int, int]] = ((-1, -1), (0, 0))
         nodes, cluster = ctx.capacity // ctx.gpus_per_node, ctx.view.cluster
         kept = min(math.ceil(round(self.interactive_reserve * nodes, 9)), nodes - 1) if self.boost else 0
         self.reserve = frozenset(range(nodes - kept, nodes))  # boosted work last; other funded work never
@@ -136,22 +136,23 @@ class Impactful(FairShare):
         if self.memo.known(key, sched):
             return False
         victims = None
-        if not self._hopeless(sched, job):
+        if not self._hopeless(sched, job, boosted):
             avoid = frozenset() if boosted else self.reserve
             victims = choose_victims(sched, j, self.candidates(sched, j, boosted), self._accepts(sched, j),
                                      self._approves(sched, j), avoid)
         return self.memo.preempt_or_remember(key, sched, j, victims)
 
-    def _hopeless(self, sched: Scheduler, job: Job) -> bool:
-        """A single-node job cannot break up gangs: True if every node is too full of them
-        and of protected jobs (a necessary condition only; the search decides)."""
+    def _hopeless(self, sched: Scheduler, job: Job, boosted: bool) -> bool:
+        """A single-node job cannot break up gangs: True if every node it may use is too full
+        of them and of protected jobs (a necessary condition only; the search decides)."""
         if job.n_nodes > 1 or self.max_victim_ratio > 1:
             return False
         key = (sched.epoch, self.memo.version)  # shields and gangs only shrink with a change of these
         if self._least_blocked[0] != key:
-            least = min(map(max, sched.cluster.shielded, self.gangs_on))
-            self._least_blocked = (key, least)
-        return self._least_blocked[1] > sched.cluster.gpus_per_node - job.gpus
+            blocked = list(map(max, sched.cluster.shielded, self.gangs_on))
+            general = len(blocked) - len(self.reserve)
+            self._least_blocked = (key, (min(blocked[:general]), min(blocked)))
+        return self._least_blocked[1][boosted] > sched.cluster.gpus_per_node - job.gpus
 
     def candidates(self, sched: Scheduler, j: int, boosted: bool) -> Iterator[int]:
         """Preemptible running jobs in preference order: unallocated, the most recently started
