@@ -10,7 +10,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from .budgets import BudgetTree
-from .cluster import held_gpus, nodes_needed
+from .cluster import gpus_on_each, held_gpus, nodes_needed
 
 UNALLOCATED = -1  # leaf of a job no budget funds
 
@@ -73,6 +73,7 @@ class Job:
     gpus: int  # requested
     held: int  # held and charged (whole nodes for multi-node gangs)
     n_nodes: int
+    per_node: int  # GPUs taken on each of its nodes
     duration_s: float
     kind: str
     min_runtime_s: float
@@ -81,11 +82,7 @@ class Job:
     checkpoint_s: float
     util: float
     patience_s: float
-
-    @property
-    def funded(self) -> bool:
-        """True when a budget funds the job."""
-        return self.leaf != UNALLOCATED
+    funded: bool  # a budget funds the job (leaf != UNALLOCATED)
 
 
 def jobs_from_trace(trace: pd.DataFrame, tree: BudgetTree, gpus_per_node: int) -> list[Job]:
@@ -97,9 +94,11 @@ def jobs_from_trace(trace: pd.DataFrame, tree: BudgetTree, gpus_per_node: int) -
     jobs = []
     for i, row in enumerate(ordered[cols].itertuples(index=False, name=None)):
         job_id, submit, user, project, gpus, dur, kind, min_rt, prio, preempt, ckpt, util, patience = row
+        gpus, leaf = int(gpus), int(leaves[i])
         jobs.append(Job(
-            i, job_id, float(submit), user, project, int(leaves[i]), int(gpus),
-            held_gpus(int(gpus), gpus_per_node), nodes_needed(int(gpus), gpus_per_node), float(dur),
-            kind, float(min_rt), int(prio), bool(preempt), float(ckpt), float(util), float(patience),
+            i, job_id, float(submit), user, project, leaf, gpus, held_gpus(gpus, gpus_per_node),
+            nodes_needed(gpus, gpus_per_node), gpus_on_each(gpus, gpus_per_node), float(dur), kind,
+            float(min_rt), int(prio), bool(preempt), float(ckpt), float(util), float(patience),
+            leaf != UNALLOCATED,
         ))
     return jobs

@@ -6,7 +6,7 @@ import bisect
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..cluster import best_fit_on, gpus_on_each
+from ..cluster import best_fit_on
 from .base import BasePolicy, Context, Scheduler
 
 
@@ -60,7 +60,7 @@ class Fifo(BasePolicy):
         free = list(sched.cluster.free)
         per = sched.cluster.gpus_per_node
         for end, v in sorted((sched.expected_end(v), v) for v in sched.running):
-            share = gpus_on_each(sched.jobs[v].gpus, per)
+            share = sched.jobs[v].per_node
             for n in sched.nodes[v]:
                 free[n] += share
             nodes = best_fit_on(free, sched.jobs[head].gpus, per)

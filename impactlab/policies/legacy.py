@@ -7,7 +7,6 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..cluster import gpus_on_each
 from ..events import Job
 from .base import BasePolicy, Context, Scheduler
 from .queues import FailMemo, PassGate, SizeQueues, drain
@@ -69,7 +68,7 @@ class Legacy(BasePolicy):
             self._count(job, -1)
 
     def _count(self, job: Job, sign: int) -> None:
-        per_node = sign * gpus_on_each(job.gpus, self.ctx.gpus_per_node)
+        per_node = sign * job.per_node
         for counts in self.below[job.priority - self.low + 1:]:
             for n in self.ctx.view.nodes[job.idx]:
                 counts[n] += per_node

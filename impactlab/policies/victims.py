@@ -5,7 +5,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterable
 
-from ..cluster import gpus_on_each, nodes_needed
+from ..cluster import nodes_needed
 from .base import Scheduler
 
 Accept = Callable[[int], bool]  # is this candidate still eligible, given those accepted so far?
@@ -42,7 +42,7 @@ def _walk(sched: Scheduler, j: int, candidates: Iterable[int], accept: Accept,
         if not accept(v):
             continue
         order[v] = len(order)
-        share = gpus_on_each(jobs[v].gpus, per)
+        share = jobs[v].per_node
         for n in nodes_of[v]:
             if n in avoid:
                 continue
@@ -63,9 +63,9 @@ def _walk(sched: Scheduler, j: int, candidates: Iterable[int], accept: Accept,
 def _trim(sched: Scheduler, keep: list[int], target: list[int], need: int) -> list[int]:
     """Of the victims on the target nodes (in walk order), drop, newest-accepted first, any
     the gang can do without."""
-    per = sched.cluster.gpus_per_node
     room = {n: sched.cluster.free[n] for n in target}
-    share = {v: gpus_on_each(sched.jobs[v].gpus, per) for v in keep}
+    jobs = sched.jobs
+    share = {v: jobs[v].per_node for v in keep}
     mine = {v: [n for n in sched.nodes[v] if n in room] for v in keep}  # its target nodes
     for v in keep:
         for n in mine[v]:
