@@ -24,9 +24,10 @@ class SizeQueues:
     """Pending jobs of one queue, one heap per gang size, ordered by a key."""
 
     def __init__(self) -> None:
-        self.heaps: dict[int, list[Key]] = {}
-        self.sizes: list[int] = []  # sorted keys of ``heaps``
-        self.live: set[int] = set()
+        self.heaps: dict[int, list[Key]] = {}  # withdrawn jobs are dropped lazily
+        self.live: dict[int, int] = {}  # pending job -> its size
+        self.waiting: dict[int, int] = {}  # size -> pending jobs of that size
+        self.sizes: list[int] = []  # sorted sizes with pending jobs
         # The state (a token from the policy) in which a scan of this queue started nothing;
         # cleared when a job arrives at the head of a size. See ``FairQueues.run``.
         self.stuck: Hashable = None
@@ -38,11 +39,14 @@ class SizeQueues:
         it with the same room and the same victims, and a failure skips the rest of the size.
         """
         live = self.live
-        live.add(j)
+        live[j] = gpus
         heap = self.heaps.get(gpus)
         if heap is None:
             heap = self.heaps[gpus] = []
+        waiting = self.waiting.get(gpus, 0)
+        if not waiting:
             bisect.insort(self.sizes, gpus)
+        self.waiting[gpus] = waiting + 1
         heapq.heappush(heap, key)
         while heap[0][-1] not in live:  # j itself is live, so this stops
             heapq.heappop(heap)
@@ -53,13 +57,22 @@ class SizeQueues:
 
     def discard(self, j: int) -> None:
         """Remove job ``j``; its heap entry is dropped lazily."""
-        self.live.discard(j)
+        gpus = self.live.pop(j, None)
+        if gpus is not None:
+            self._gone(gpus)
 
     def pop(self, gpus: int) -> int:
         """Remove and return the head job of one size."""
         j = heapq.heappop(self.heaps[gpus])[-1]
-        self.live.discard(j)
+        del self.live[j]
+        self._gone(gpus)
         return j
+
+    def _gone(self, gpus: int) -> None:
+        left = self.waiting[gpus] - 1
+        self.waiting[gpus] = left
+        if not left:
+            self.sizes.remove(gpus)
 
     def best_head(self, limit: int, skip: set[int] | frozenset[int] = frozenset()) -> tuple[Key, int] | None:
         """The smallest key among the heads of sizes below ``limit`` and not in ``skip``."""
@@ -71,9 +84,9 @@ class SizeQueues:
             if gpus in skip:
                 continue
             heap = heaps[gpus]
-            while heap and heap[0][-1] not in live:  # drop withdrawn entries (the hottest loop of a pass)
+            while heap[0][-1] not in live:  # drop withdrawn entries; a live one is left
                 heapq.heappop(heap)
-            if heap and (best is None or heap[0] < best[0]):
+            if best is None or heap[0] < best[0]:
                 best = (heap[0], gpus)
         return best
 
