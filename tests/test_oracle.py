@@ -180,6 +180,47 @@ def test_fast_pass_logs_exactly_what_the_reference_pass_logs_with_multi_node_gan
     assert_same_log(policy, knobs, gang_trace(seed), gang_tree(), GANG_GPUS, 8, GANG_DAYS)
 
 
+#: Knob sets compared on the busy small-cluster traces: the default pass, a larger reserve,
+#: and the rules under which one lane's preemptions leave the most room for the lanes after it.
+BUSY_VARIANTS = [("legacy", {}), ("fairshare", {}), ("impactful", {}),
+                 ("impactful", {"interactive_reserve": 0.4}),
+                 ("impactful", {"max_victim_ratio": INF, "gangs_preempt_every_pass": True, **NO_RESERVE})]
+#: Seeds 20, 48 and 95 caught a lane skipped as stuck after an earlier lane of the same pass
+#: had preempted or started a funded job (the other seeds did not).
+BUSY_SEEDS = [0, 1, 2, 3, 20, 48, 95]
+
+
+@cache
+def busy_trace(seed: int) -> tuple[pd.DataFrame, int, int]:
+    """80 jobs in 0.8 days on 2-5 nodes of 4 or 8 GPUs, arriving on a 1000 s grid, with short
+    protections: many passes per instant in which one lane's preemption changes the room and
+    the fair-share inputs of the lanes after it. Returns (trace, GPUs, GPUs per node)."""
+    rng = np.random.default_rng(seed)
+    nodes, per, n = int(rng.integers(2, 6)), int(rng.choice([4, 8])), 80
+    trace = pd.DataFrame({
+        "job_id": [f"b{i:03d}" for i in range(n)],
+        "submit_s": np.round(rng.uniform(0, 0.5 * DAY_S, n), -3),
+        "project": rng.choice(["a1", "a2", "b1", ""], n),
+        "gpus": rng.choice([1, 2, per // 2, per, 2 * per], n),
+        "duration_s": np.round(np.clip(rng.lognormal(np.log(3000), 1.0, n), 60, DAY_S)),
+        "kind": rng.choice(["debug", "interactive", "training", "other"], n),
+        "min_runtime_s": rng.choice([0.0, 1000.0, 5000.0], n),
+        "priority": rng.integers(0, 3, n),
+        "preemptible": rng.random(n) < 0.9,
+        "checkpoint_s": rng.choice([0.0, 600.0, INF], n),
+        "patience_s": rng.choice([INF, 3000.0, 10_000.0], n),
+    })
+    return trace, nodes * per, per
+
+
+@pytest.mark.parametrize("seed", BUSY_SEEDS)
+@pytest.mark.parametrize(("policy", "knobs"), BUSY_VARIANTS,
+                         ids=[p + "".join(f"-{k}={v}" for k, v in kn.items()) for p, kn in BUSY_VARIANTS])
+def test_fast_pass_logs_exactly_what_the_reference_pass_logs_on_busy_small_clusters(policy, knobs, seed):
+    trace, gpus, per = busy_trace(seed)
+    assert_same_log(policy, knobs, trace, gang_tree(), gpus, per, 0.8)
+
+
 def test_gang_traces_exercise_multi_node_preemption_and_backfill():
     """The random gang traces reach the interesting paths (else the comparisons above are weak)."""
     def log(name: str, knobs: dict, seed: int) -> pd.DataFrame:
@@ -244,6 +285,42 @@ def test_impactful_job_started_in_an_instant_is_not_preempted_in_that_instant():
     log = assert_same_log("impactful", NO_RESERVE, trace, tree, 24, 8, 0.5)
     assert events_of(log, "P")[1] == (100.0, "start", "0")
     assert events_of(log, "U") == [(100.0, "submit", ""), (100.0, "start", "2")]
+
+
+def test_impactful_lane_skipped_earlier_is_tried_again_after_a_preemption_in_the_same_pass():
+    """B's lane found nothing at t=10 and was set aside; at t=20 A, ranked first, preempts V
+    (4 GPUs) and takes 3. The state changed within the pass, so B's lane is scanned again and
+    B takes the leftover GPU before the unallocated U can."""
+    tree = BudgetTree.flat({"a": 4.0, "b": 1.0, "c": 2.0})
+    trace = rows(
+        ("W", 0.0, 4, 5000.0, "b", 0, True, 1e6),
+        ("V", 0.0, 4, 5000.0, "c", 0, True, 0.0),
+        ("C2", 0.0, 8, 5000.0, "c", 0, True, 1e6),
+        ("B", 10.0, 1, 5000.0, "b", 0, True, 0.0),
+        ("A", 20.0, 3, 5000.0, "a", 0, True, 0.0),
+        ("U", 20.0, 1, 5000.0, "", 0, True, 0.0),
+    )
+    log = assert_same_log("impactful", {**NO_RESERVE, "max_victim_ratio": INF}, trace, tree, 16, 8, 0.5)
+    at_20 = log[(log.t_s == 20.0) & log.event.isin(["preempt", "start"])]
+    assert list(zip(at_20.event, at_20.job_id)) == [("preempt", "V"), ("start", "A"), ("start", "B")]
+
+
+def test_impactful_lane_skipped_earlier_is_tried_again_after_a_funded_start_in_the_same_pass():
+    """X's search at t=10 fails the no-ping-pong rule against V (a is less served than b). At
+    t=20 A2 starts first in the pass and raises a's allocation, so X's lane is searched again
+    in that pass and now preempts V."""
+    tree = BudgetTree.flat({"a": 1.0, "b": 1.0})
+    trace = rows(
+        ("V", 0.0, 4, 5000.0, "a", 0, True, 0.0),
+        ("B0", 0.0, 2, 5000.0, "b", 0, True, 1e6),
+        ("A1", 0.0, 6, 5000.0, "a", 0, True, 1e6),
+        ("B1", 0.0, 2, 5000.0, "b", 0, True, 1e6),
+        ("X", 10.0, 4, 5000.0, "b", 0, True, 0.0),
+        ("A2", 20.0, 2, 5000.0, "a", 0, True, 0.0),
+    )
+    log = assert_same_log("impactful", NO_RESERVE, trace, tree, 16, 8, 0.5)
+    at_20 = log[(log.t_s == 20.0) & log.event.isin(["preempt", "start"])]
+    assert list(zip(at_20.event, at_20.job_id)) == [("start", "A2"), ("preempt", "V"), ("start", "X")]
 
 
 def test_impactful_scan_restarts_after_a_preemption_so_a_job_passed_over_gets_the_leftover():

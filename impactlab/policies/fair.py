@@ -14,7 +14,7 @@ import numpy as np
 from ..events import UNALLOCATED, Job
 from ..usage import DecayedUsage, WindowUsage
 from .base import Context, Scheduler
-from .queues import Place, SizeQueues, drain, queue_for
+from .queues import FailMemo, Place, SizeQueues, drain, queue_for
 
 BOOSTED_KINDS = frozenset({"debug", "interactive"})
 
@@ -90,28 +90,32 @@ class FairQueues:
         self.queues[self._lane(j)].discard(j)
 
     def run(self, fair: FairTree, sched: Scheduler, make_room: Callable[[int], bool] | None,
-            place: tuple[Place | None, Place | None] = (None, None), version: int = 0) -> None:
+            place: tuple[Place | None, Place | None] = (None, None), memo: FailMemo | None = None) -> None:
         """One pass: funded lanes by Fair Tree rank (preempting if allowed), then unallocated.
         ``place[boosted]`` chooses the nodes of funded jobs (default: best fit).
 
         A lane whose scan started nothing is skipped until GPUs are freed or a protection ends
-        (``sched.epoch``), the policy's ``version`` of the victims and fair-share inputs moves,
-        or a job arrives at the head of one of its sizes: until then the scan would fail the
-        same way. With preemption, only a scan with no job started at this instant counts
-        (those jobs are no victims yet)."""
+        (``sched.epoch``), the ``memo`` version of the victims and fair-share inputs moves, or
+        a job arrives at the head of one of its sizes: until then the scan would fail the same
+        way. The state is read again before each lane, since an earlier lane may have changed
+        it. With preemption, only a scan with no job started at this instant counts (those
+        jobs are no victims yet)."""
         lanes = (True, False) if self.boost else (False,)
         queues, cluster = self.queues, sched.cluster
-        token = (sched.epoch, version)
         for boosted in lanes:
             for leaf in fair.order:
                 queue = queues.get((boosted, leaf))
-                if queue is None or not queue.live or queue.stuck == token:
+                if queue is None or not queue.live:
                     continue
-                if make_room or queue.sizes[0] <= cluster.largest_fit():
+                token = (sched.epoch, memo.version if memo else 0)
+                if queue.stuck != token and (make_room or queue.sizes[0] <= cluster.largest_fit()):
                     self._scan(queue, sched, make_room, place[boosted], token)
         for boosted in lanes:
             queue = queues.get((boosted, UNALLOCATED))
-            if queue is not None and queue.live and queue.stuck != token and queue.sizes[0] <= cluster.largest_fit():
+            if queue is None or not queue.live:
+                continue
+            token = (sched.epoch, memo.version if memo else 0)
+            if queue.stuck != token and queue.sizes[0] <= cluster.largest_fit():
                 self._scan(queue, sched, None, None, token, funded=False)
 
     @staticmethod

@@ -123,7 +123,7 @@ class Impactful(FairShare):
             self.fair.refresh(now)
             self.memo.changed()
             sched.wake_at(self.fair.next_refresh)  # gangs search then, even if nothing else happens
-        self.queues.run(self.fair, sched, lambda j: self.make_room(sched, j), self.place, self.memo.version)
+        self.queues.run(self.fair, sched, lambda j: self.make_room(sched, j), self.place, self.memo)
         self.gate.done(sched)
 
     def make_room(self, sched: Scheduler, j: int) -> bool:
