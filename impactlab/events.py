@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
 
 import pandas as pd
 
 from .budgets import BudgetTree
-from .cluster import gpus_on_each, held_gpus, nodes_needed
+from .cluster import held_gpus, nodes_needed
 
 UNALLOCATED = -1  # leaf of a job no budget funds
 
@@ -73,7 +73,6 @@ class Job:
     gpus: int  # requested
     held: int  # held and charged (whole nodes for multi-node gangs)
     n_nodes: int
-    per_node: int  # GPUs taken on each of its nodes
     duration_s: float
     kind: str
     min_runtime_s: float
@@ -82,7 +81,13 @@ class Job:
     checkpoint_s: float
     util: float
     patience_s: float
-    funded: bool  # a budget funds the job (leaf != UNALLOCATED)
+    # Derived once here, since the hot paths read them for every job they look at.
+    funded: bool = field(init=False)  # a budget funds the job
+    per_node: int = field(init=False)  # GPUs taken on each of its nodes
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "funded", self.leaf != UNALLOCATED)
+        object.__setattr__(self, "per_node", self.held // self.n_nodes)
 
 
 def jobs_from_trace(trace: pd.DataFrame, tree: BudgetTree, gpus_per_node: int) -> list[Job]:
@@ -94,11 +99,11 @@ def jobs_from_trace(trace: pd.DataFrame, tree: BudgetTree, gpus_per_node: int) -
     jobs = []
     for i, row in enumerate(ordered[cols].itertuples(index=False, name=None)):
         job_id, submit, user, project, gpus, dur, kind, min_rt, prio, preempt, ckpt, util, patience = row
-        gpus, leaf = int(gpus), int(leaves[i])
+        gpus = int(gpus)
         jobs.append(Job(
-            i, job_id, float(submit), user, project, leaf, gpus, held_gpus(gpus, gpus_per_node),
-            nodes_needed(gpus, gpus_per_node), gpus_on_each(gpus, gpus_per_node), float(dur), kind,
-            float(min_rt), int(prio), bool(preempt), float(ckpt), float(util), float(patience),
-            leaf != UNALLOCATED,
+            idx=i, job_id=job_id, submit_s=float(submit), user=user, project=project, leaf=int(leaves[i]),
+            gpus=gpus, held=held_gpus(gpus, gpus_per_node), n_nodes=nodes_needed(gpus, gpus_per_node),
+            duration_s=float(dur), kind=kind, min_runtime_s=float(min_rt), priority=int(prio),
+            preemptible=bool(preempt), checkpoint_s=float(ckpt), util=float(util), patience_s=float(patience),
         ))
     return jobs

@@ -63,6 +63,7 @@ class Impactful(FairShare):
                           lambda g: cluster.best_fit(g, self.reserve) or cluster.best_fit(g))
 
     def __post_init__(self) -> None:
+        """Reject knobs outside their range."""
         if not 0.0 <= self.interactive_reserve < 1.0:
             raise ValueError(f"interactive_reserve must be in [0, 1), got {self.interactive_reserve}")
 
