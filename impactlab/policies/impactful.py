@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import ClassVar
 
 from ..events import Job
@@ -53,10 +54,12 @@ class Impactful(FairShare):
         # GPUs per node held by funded multi-node gangs: never victims of a single-node job
         # while max_victim_ratio <= 1, which makes hopeless searches cheap to rule out.
         self.gangs_on = [0] * (ctx.capacity // ctx.gpus_per_node)
-        self._least_blocked: tuple[tuple[int, int], tuple[int, int]] = ((-1, -1), (0, 0))
+        # The least blocked node (off the reserve, and anywhere), as of (epoch, memo version).
+        self._least_blocked: list[tuple[tuple[int, int], int]] = [((-1, -1), 0), ((-1, -1), 0)]
         nodes, cluster = ctx.capacity // ctx.gpus_per_node, ctx.view.cluster
         kept = min(math.ceil(round(self.interactive_reserve * nodes, 9)), nodes - 1) if self.boost else 0
         self.reserve = frozenset(range(nodes - kept, nodes))  # boosted work last; other funded work never
+        self._general = nodes - kept  # nodes 0 .. _general - 1 are off the reserve
         self.place: tuple[Place | None, Place | None] = (None, None)  # for (other, boosted) funded jobs
         if self.reserve:
             self.place = (lambda g: cluster.best_fit(g, self.reserve),
@@ -149,11 +152,11 @@ class Impactful(FairShare):
         if job.n_nodes > 1 or self.max_victim_ratio > 1:
             return False
         key = (sched.epoch, self.memo.version)  # shields and gangs only shrink with a change of these
-        if self._least_blocked[0] != key:
-            blocked = list(map(max, sched.cluster.shielded, self.gangs_on))
-            general = len(blocked) - len(self.reserve)
-            self._least_blocked = (key, (min(blocked[:general]), min(blocked)))
-        return self._least_blocked[1][boosted] > sched.cluster.gpus_per_node - job.gpus
+        known = self._least_blocked[boosted]
+        if known[0] != key:
+            nodes = sched.cluster.shielded if boosted else islice(sched.cluster.shielded, self._general)
+            known = self._least_blocked[boosted] = (key, min(map(max, nodes, self.gangs_on)))
+        return known[1] > sched.cluster.gpus_per_node - job.gpus
 
     def candidates(self, sched: Scheduler, j: int, boosted: bool) -> Iterator[int]:
         """Preemptible running jobs in preference order: unallocated, the most recently started
