@@ -68,9 +68,9 @@ class Cluster:
             for k in range(gpus, per + 1):
                 nodes = self.by_free[k]
                 if nodes:
-                    if not avoid:
-                        return (min(nodes),)
-                    n = min((n for n in nodes if n not in avoid), default=-1)
+                    n = min(nodes)
+                    if n in avoid:  # rare: avoided nodes are few
+                        n = min((n for n in nodes if n not in avoid), default=-1)
                     if n >= 0:
                         return (n,)
             return None
