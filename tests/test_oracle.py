@@ -255,6 +255,12 @@ def events_of(log: pd.DataFrame, job_id: str,
     return list(zip(mine.t_s, mine.event, mine.nodes))
 
 
+def decisions_at(log: pd.DataFrame, t_s: float) -> list[tuple[str, str]]:
+    """(event, job) of the starts and preemptions at one instant, in log order."""
+    mine = log[(log.t_s == t_s) & log.event.isin(["preempt", "start"])]
+    return list(zip(mine.event, mine.job_id))
+
+
 def test_legacy_job_started_in_an_instant_is_not_preempted_in_that_instant():
     """P preempts V and V2; X starts on node 1; V, requeued at the same instant, may not take
     X's GPUs back in the pass that follows (X started at ``now``)."""
@@ -301,8 +307,7 @@ def test_impactful_lane_skipped_earlier_is_tried_again_after_a_preemption_in_the
         ("U", 20.0, 1, 5000.0, "", 0, True, 0.0),
     )
     log = assert_same_log("impactful", {**NO_RESERVE, "max_victim_ratio": INF}, trace, tree, 16, 8, 0.5)
-    at_20 = log[(log.t_s == 20.0) & log.event.isin(["preempt", "start"])]
-    assert list(zip(at_20.event, at_20.job_id)) == [("preempt", "V"), ("start", "A"), ("start", "B")]
+    assert decisions_at(log, 20.0) == [("preempt", "V"), ("start", "A"), ("start", "B")]
 
 
 def test_impactful_lane_skipped_earlier_is_tried_again_after_a_funded_start_in_the_same_pass():
@@ -319,8 +324,7 @@ def test_impactful_lane_skipped_earlier_is_tried_again_after_a_funded_start_in_t
         ("A2", 20.0, 2, 5000.0, "a", 0, True, 0.0),
     )
     log = assert_same_log("impactful", NO_RESERVE, trace, tree, 16, 8, 0.5)
-    at_20 = log[(log.t_s == 20.0) & log.event.isin(["preempt", "start"])]
-    assert list(zip(at_20.event, at_20.job_id)) == [("start", "A2"), ("preempt", "V"), ("start", "X")]
+    assert decisions_at(log, 20.0) == [("start", "A2"), ("preempt", "V"), ("start", "X")]
 
 
 def test_impactful_scan_restarts_after_a_preemption_so_a_job_passed_over_gets_the_leftover():

@@ -51,12 +51,12 @@ class Impactful(FairShare):
         self.memo = FailMemo()
         self.funded_running: set[int] = set()
         self.unfunded_running: dict[int, None] = {}  # in start order: newest last
+        nodes, cluster = ctx.capacity // ctx.gpus_per_node, ctx.view.cluster
         # GPUs per node held by funded multi-node gangs: never victims of a single-node job
         # while max_victim_ratio <= 1, which makes hopeless searches cheap to rule out.
-        self.gangs_on = [0] * (ctx.capacity // ctx.gpus_per_node)
+        self.gangs_on = [0] * nodes
         # The least blocked node (off the reserve, and anywhere), as of (epoch, memo version).
         self._least_blocked: list[tuple[tuple[int, int], int]] = [((-1, -1), 0), ((-1, -1), 0)]
-        nodes, cluster = ctx.capacity // ctx.gpus_per_node, ctx.view.cluster
         kept = min(math.ceil(round(self.interactive_reserve * nodes, 9)), nodes - 1) if self.boost else 0
         self.reserve = frozenset(range(nodes - kept, nodes))  # boosted work last; other funded work never
         self._general = nodes - kept  # nodes 0 .. _general - 1 are off the reserve
@@ -141,8 +141,8 @@ class Impactful(FairShare):
             return False
         victims = None
         if not self._hopeless(sched, job, boosted):
-            avoid = frozenset() if boosted else self.reserve
-            victims = choose_victims(sched, j, self.candidates(sched, j, boosted), self._accepts(sched, j),
+            avoid = frozenset() if boosted else self.reserve  # boosted jobs may use the reserve
+            victims = choose_victims(sched, j, self.candidates(sched, j, avoid), self._accepts(sched, j),
                                      self._approves(sched, j), avoid)
         return self.memo.preempt_or_remember(key, sched, j, victims)
 
@@ -158,13 +158,12 @@ class Impactful(FairShare):
             known = self._least_blocked[boosted] = (key, min(map(max, nodes, self.gangs_on)))
         return known[1] > sched.cluster.gpus_per_node - job.gpus
 
-    def candidates(self, sched: Scheduler, j: int, boosted: bool) -> Iterator[int]:
+    def candidates(self, sched: Scheduler, j: int, avoid: frozenset[int]) -> Iterator[int]:
         """Preemptible running jobs in preference order: unallocated, the most recently started
         first; then funded on the most over-served side of the lowest common ancestor, newest
         first. A job started at this very instant is never a victim, nor a gang too large to
-        break up, nor (unless ``j`` is boosted) a job running only on the reserve."""
+        break up, nor a job running only on nodes in ``avoid`` (where ``j`` may not go)."""
         now, started, shielded, nodes = sched.now, sched.started_at, sched.shielded, sched.nodes
-        avoid = frozenset() if boosted else self.reserve
         for v in reversed(self.unfunded_running):
             if started[v] < now and not shielded[v] and not (avoid and avoid.issuperset(nodes[v])):
                 yield v
