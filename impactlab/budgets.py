@@ -191,36 +191,46 @@ class BudgetTree:
     def subtree_sum(self, leaf_values: np.ndarray) -> np.ndarray:
         """Sum values given per node at the leaves up to every node; works on [..., nodes] arrays."""
         values = np.asarray(leaf_values, dtype=float)
-        if values.ndim == 1:  # the hot case (every fair-share refresh): plain floats are faster
-            out = values.tolist()
-            for i in range(self.size - 1, 0, -1):  # children have larger indices than parents
-                out[self.parent[i]] += out[i]
-            return np.array(out)
+        if values.ndim == 1:
+            return np.array(self.subtree_sum_list(values.tolist()))
         out2 = values.copy()
         for i in range(self.size - 1, 0, -1):
             out2[..., self.parent[i]] += out2[..., i]
         return out2
 
+    def subtree_sum_list(self, values: list[float]) -> list[float]:
+        """``subtree_sum`` of one vector of plain floats, in place (the hot case: every
+        fair-share refresh)."""
+        parent = self.parent
+        for i in range(self.size - 1, 0, -1):  # children have larger indices than parents
+            values[parent[i]] += values[i]
+        return values
+
     # ----- fair share ------------------------------------------------------------------------
-    def fair_tree_order(self, usage: np.ndarray) -> list[int]:
+    def fair_tree_order(self, usage: np.ndarray | list[float]) -> list[int]:
         """Leaves ranked by Slurm's Fair Tree: at each level the least-served child first.
 
         ``usage`` is per node (subtree sums). Served = usage / share among siblings, so a
         higher level factor (share / usage) ranks first; ties go to the larger share, then
         to the order written.
         """
-        kids, share, used = self.children, self.share, usage.tolist()
+        used = usage.tolist() if isinstance(usage, np.ndarray) else usage
         order: list[int] = []
-
-        def visit(i: int) -> None:
-            if not kids[i]:
+        stack = [ROOT]
+        while stack:  # depth first
+            i = stack.pop()
+            keys = self._ranking_keys[i]
+            if not keys:
                 order.append(i)
-                return
-            for c in sorted(kids[i], key=lambda c: (used[c] / share[c], -share[c], c)):
-                visit(c)
-
-        visit(ROOT)
+                continue
+            ranked = sorted([(used[c] / share, minus, c) for share, minus, c in keys], reverse=True)
+            stack.extend(c for _, _, c in ranked)  # the best-ranked child is popped first
         return order
+
+    @cached_property
+    def _ranking_keys(self) -> list[list[tuple[float, float, int]]]:
+        """Per node, its children as (share, -share, index): the static part of Fair Tree keys."""
+        return [[(self.share[c], -self.share[c], c) for c in kids] for kids in self.children]
 
     # ----- owed ------------------------------------------------------------------------------
     def owed_rates(self, capacity: np.ndarray, leaf_demand: np.ndarray) -> np.ndarray:

@@ -35,21 +35,36 @@ class WindowUsage:
 
     def cumulative(self, leaf: int, t: float) -> float:
         """GPU-seconds charged to the leaf in [0, t]."""
-        times, cum = self._times[leaf], self._cum[leaf]
-        if t >= times[-1]:
-            return cum[-1] + self.rate[leaf] * (t - times[-1])
-        k = bisect.bisect_right(times, t) - 1
-        if k < 0:
-            return 0.0
-        slope = (cum[k + 1] - cum[k]) / (times[k + 1] - times[k])
-        return cum[k] + slope * (t - times[k])
+        return _cumulative(self._times[leaf], self._cum[leaf], self.rate[leaf], t)
 
     def usage(self, t: float) -> np.ndarray:
         """Windowed usage of every leaf at time ``t``."""
+        return np.array(self.usage_list(t))
+
+    def usage_list(self, t: float) -> list[float]:
+        """``usage(t)`` as plain floats (the fair-share refresh reads them one by one)."""
         start = t - self.window_s
-        return np.array([self.cumulative(i, t) - self.cumulative(i, start)
-                         if len(self._times[i]) > 1 or self.rate[i] else 0.0
-                         for i in range(len(self.rate))])
+        out = []
+        for times, cum, rate in zip(self._times, self._cum, self.rate):
+            if len(times) == 1 and not rate:
+                out.append(0.0)  # never charged
+                continue
+            last = times[-1]  # as _cumulative computes it, inlined for the usual t >= last
+            end = cum[-1] + rate * (t - last) if t >= last else _cumulative(times, cum, rate, t)
+            out.append(end - (cum[-1] + rate * (start - last) if start >= last else
+                              _cumulative(times, cum, rate, start)))
+        return out
+
+
+def _cumulative(times: list[float], cum: list[float], rate: float, t: float) -> float:
+    """Charged GPU-seconds in [0, t], given the breakpoints of a piecewise-linear integral."""
+    if t >= times[-1]:
+        return cum[-1] + rate * (t - times[-1])
+    k = bisect.bisect_right(times, t) - 1
+    if k < 0:
+        return 0.0
+    slope = (cum[k + 1] - cum[k]) / (times[k + 1] - times[k])
+    return cum[k] + slope * (t - times[k])
 
 
 class DecayedUsage:
@@ -73,4 +88,8 @@ class DecayedUsage:
 
     def usage(self, t: float) -> np.ndarray:
         """Decayed usage of every leaf at time ``t``."""
-        return np.array([self._value_at(i, t) for i in range(len(self.rate))])
+        return np.array(self.usage_list(t))
+
+    def usage_list(self, t: float) -> list[float]:
+        """``usage(t)`` as plain floats."""
+        return [self._value_at(i, t) for i in range(len(self.rate))]

@@ -7,7 +7,9 @@ period, so a pass ranks a handful of leaves instead of sorting pending jobs.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable
+from operator import itemgetter
 
 import numpy as np
 
@@ -30,7 +32,7 @@ class FairTree:
             self.norm_s = window_s
         else:
             self.meter = DecayedUsage(size, half_life_s)
-            self.norm_s = half_life_s / np.log(2)  # the decayed integral of a constant rate
+            self.norm_s = float(half_life_s / np.log(2))  # the decayed integral of a constant rate
         # Plain lists, not arrays: they are read and updated one element at a time.
         self.alloc = [0] * size  # funded GPUs held now, per node (subtree sums)
         self._used = [0.0] * size  # charged usage per node at the last refresh / window capacity
@@ -51,8 +53,9 @@ class FairTree:
         if now < self.next_refresh:
             return
         self.next_refresh = now + self.refresh_s
-        usage = self.tree.subtree_sum(self.meter.usage(now))
-        self._used = (usage / (self.capacity * self.norm_s)).tolist()
+        usage = self.tree.subtree_sum_list(self.meter.usage_list(now))
+        scale = self.capacity * self.norm_s
+        self._used = [u / scale for u in usage]
         self.order = self.tree.fair_tree_order(usage)
 
     def served(self, node: int, alloc_delta: float = 0.0) -> float:
@@ -70,24 +73,53 @@ class FairTree:
 
 
 class FairQueues:
-    """Pending jobs in lanes: funded per leaf, then unallocated; optionally debug first."""
+    """Pending jobs in lanes: funded per leaf, then unallocated; optionally debug first.
+
+    A pass visits only the lanes with pending jobs, kept in pass order: funded lanes by tier
+    (boosted first) and Fair Tree rank, then the unallocated ones. The order is rebuilt when
+    the ranking is refreshed; a lane that gains jobs is slotted in, and one that runs empty
+    is dropped after the pass that emptied it.
+    """
 
     def __init__(self, jobs: list[Job] | tuple[Job, ...], boost: bool):
         self.jobs, self.boost = jobs, boost
         self.queues: dict[tuple[bool, int], SizeQueues] = {}
+        self._lanes: list[tuple[tuple[bool, bool, int], SizeQueues]] = []  # (pass position, queue)
+        self._listed: set[tuple[bool, int]] = set()  # lanes in ``_lanes``
+        self._ranked: list[int] | None = None  # the Fair Tree order ``_lanes`` follows
+        self._rank: dict[int, int] = {}  # leaf -> position in that order
 
     def _lane(self, j: int) -> tuple[bool, int]:
         job = self.jobs[j]
         return (self.boost and job.kind in BOOSTED_KINDS, job.leaf)
 
+    def _position(self, lane: tuple[bool, int]) -> tuple[bool, bool, int]:
+        boosted, leaf = lane
+        return (leaf == UNALLOCATED, not boosted, self._rank.get(leaf, 0))
+
     def add(self, j: int) -> bool:
         """Job ``j`` joins its lane, in FIFO (submit, id) order; True if it is the first of
         its size there (see ``SizeQueues.push``)."""
-        return queue_for(self.queues, self._lane(j)).push(j, self.jobs[j].gpus, (j,))  # type: ignore[arg-type]
+        lane = self._lane(j)
+        queue = queue_for(self.queues, lane)
+        if lane not in self._listed:
+            self._listed.add(lane)
+            if self._ranked is not None:
+                bisect.insort(self._lanes, (self._position(lane), queue), key=itemgetter(0))
+        return queue.push(j, self.jobs[j].gpus, (j,))  # type: ignore[arg-type]
 
     def remove(self, j: int) -> None:
         """Job ``j`` leaves the queue without starting."""
         self.queues[self._lane(j)].discard(j)
+
+    def _in_order(self, fair: FairTree) -> list[tuple[tuple[bool, bool, int], SizeQueues]]:
+        """The lanes with pending jobs, in pass order (re-sorted after a ranking refresh)."""
+        if self._ranked is not fair.order:
+            self._ranked = fair.order
+            self._rank = {leaf: k for k, leaf in enumerate(fair.order)}
+            self._lanes = sorted(((self._position(lane), self.queues[lane]) for lane in self._listed),
+                                 key=itemgetter(0))
+        return self._lanes
 
     def run(self, fair: FairTree, sched: Scheduler, make_room: Callable[[int], bool] | None,
             place: tuple[Place | None, Place | None] = (None, None), memo: FailMemo | None = None) -> None:
@@ -100,23 +132,24 @@ class FairQueues:
         way. The state is read again before each lane, since an earlier lane may have changed
         it. With preemption, only a scan with no job started at this instant counts (those
         jobs are no victims yet)."""
-        lanes = (True, False) if self.boost else (False,)
-        queues, cluster = self.queues, sched.cluster
-        for boosted in lanes:
-            for leaf in fair.order:
-                queue = queues.get((boosted, leaf))
-                if queue is None or not queue.live:
-                    continue
-                token = (sched.epoch, memo.version if memo else 0)
-                if queue.stuck != token and (make_room or queue.sizes[0] <= cluster.largest_fit()):
-                    self._scan(queue, sched, make_room, place[boosted], token)
-        for boosted in lanes:
-            queue = queues.get((boosted, UNALLOCATED))
-            if queue is None or not queue.live:
+        cluster, emptied = sched.cluster, False
+        lanes = self._in_order(fair)
+        for (unfunded, unboosted, _), queue in lanes:
+            if not queue.live:
+                emptied = True
                 continue
             token = (sched.epoch, memo.version if memo else 0)
-            if queue.stuck != token and queue.sizes[0] <= cluster.largest_fit():
-                self._scan(queue, sched, None, None, token, funded=False)
+            if queue.stuck == token:
+                continue
+            if unfunded:
+                if queue.sizes[0] <= cluster.largest_fit():
+                    self._scan(queue, sched, None, None, token, funded=False)
+            elif make_room or queue.sizes[0] <= cluster.largest_fit():
+                self._scan(queue, sched, make_room, place[not unboosted], token)
+        if emptied:
+            self._lanes = [entry for entry in lanes if entry[1].live]
+            self._listed = {lane for lane, queue in self.queues.items() if queue.live}
+            # (a lane emptied by a withdrawal after this pass is dropped after the next one)
 
     @staticmethod
     def _scan(queue: SizeQueues, sched: Scheduler, make_room: Callable[[int], bool] | None,

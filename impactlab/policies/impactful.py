@@ -14,7 +14,7 @@ from .base import Context, Scheduler
 from .fair import BOOSTED_KINDS
 from .fairshare import FairShare
 from .queues import FailMemo, Place
-from .victims import Accept, Approve, choose_victims
+from .victims import Approve, choose_victims
 
 
 @dataclass
@@ -142,8 +142,7 @@ class Impactful(FairShare):
         victims = None
         if not self._hopeless(sched, job, boosted):
             avoid = frozenset() if boosted else self.reserve  # boosted jobs may use the reserve
-            victims = choose_victims(sched, j, self.candidates(sched, j, avoid), self._accepts(sched, j),
-                                     self._approves(sched, j), avoid)
+            victims = choose_victims(sched, j, self.candidates(sched, j, avoid), self._approves(sched, j), avoid)
         return self.memo.preempt_or_remember(key, sched, j, victims)
 
     def _hopeless(self, sched: Scheduler, job: Job, boosted: bool) -> bool:
@@ -162,41 +161,32 @@ class Impactful(FairShare):
         """Preemptible running jobs in preference order: unallocated, the most recently started
         first; then funded on the most over-served side of the lowest common ancestor, newest
         first. A job started at this very instant is never a victim, nor a gang too large to
-        break up, nor a job running only on nodes in ``avoid`` (where ``j`` may not go)."""
+        break up, nor a job running only on nodes in ``avoid`` (where ``j`` may not go).
+
+        No ping-pong, judged as the walk draws them: with the funded victims handed out so far
+        gone, ``j``'s side must stay no better served than the next funded victim's side."""
         now, started, shielded, nodes = sched.now, sched.started_at, sched.shielded, sched.nodes
         for v in reversed(self.unfunded_running):
             if started[v] < now and not shielded[v] and not (avoid and avoid.issuperset(nodes[v])):
                 yield v
-        leaf, jobs, fair = sched.jobs[j].leaf, sched.jobs, self.fair
-        largest = self.max_victim_ratio * sched.jobs[j].held
+        job, jobs, fair = sched.jobs[j], sched.jobs, self.fair
+        largest = self.max_victim_ratio * job.held
         funded = []
         for v in self.funded_running:
             if started[v] >= now or shielded[v] or jobs[v].held > largest:
                 continue  # started at this instant, protected, or a gang too large to break up
             if avoid and avoid.issuperset(nodes[v]):
                 continue  # freeing the reserve does not help
-            sides = fair.split(leaf, jobs[v].leaf)
+            sides = fair.split(job.leaf, jobs[v].leaf)
             if sides is not None:
                 funded.append((-fair.served(sides[1]), -started[v], -v))
+        freed: dict[int, int] = {}  # funded GPUs taken from each tree node by the victims so far
         for t in sorted(funded):
-            yield -t[-1]
-
-    def _accepts(self, sched: Scheduler, j: int) -> Accept:
-        """No ping-pong, judged as the walk goes: with the victims accepted so far, ``j``'s side
-        must stay no better served than each victim's side."""
-        jobs, fair, job = sched.jobs, self.fair, sched.jobs[j]
-        freed: dict[int, int] = {}  # funded GPUs taken from each tree node by accepted victims
-
-        def accept(v: int) -> bool:
-            victim = jobs[v]
-            if victim.funded and not self._fair_swap(job, victim, freed, victim.held):
-                return False
-            if victim.funded:
+            victim = jobs[-t[-1]]
+            if self._fair_swap(job, victim, freed, victim.held):
                 for node in fair.paths[victim.leaf]:
                     freed[node] = freed.get(node, 0) + victim.held
-            return True
-
-        return accept
+                yield -t[-1]
 
     def _approves(self, sched: Scheduler, j: int) -> Approve:
         """No ping-pong on the final set: after the swap, ``j``'s side is no better served than

@@ -109,5 +109,5 @@ class Legacy(BasePolicy):
             return False
         now, started = sched.now, sched.started_at
         ranked = (v for lower in self.victims_at[:level] for v in reversed(lower) if started[v] < now)
-        victims = choose_victims(sched, j, ranked, lambda v: True)
+        victims = choose_victims(sched, j, ranked)
         return self.memo.preempt_or_remember(key, sched, j, victims)

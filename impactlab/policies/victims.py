@@ -8,39 +8,39 @@ from collections.abc import Callable, Iterable
 from ..cluster import nodes_needed
 from .base import Scheduler
 
-Accept = Callable[[int], bool]  # is this candidate still eligible, given those accepted so far?
 Approve = Callable[[list[int]], bool]  # is this final set of victims allowed?
 
 
-def choose_victims(sched: Scheduler, j: int, candidates: Iterable[int], accept: Accept,
-                   approve: Approve | None = None, avoid: frozenset[int] = frozenset()) -> list[int] | None:
+def choose_victims(sched: Scheduler, j: int, candidates: Iterable[int], approve: Approve | None = None,
+                   avoid: frozenset[int] = frozenset()) -> list[int] | None:
     """Victims, in preference order, whose preemption lets job ``j`` be placed; None if none do.
 
     Walks ``candidates`` in order, counting what each would free per node, and stops at the
-    first node (or set of whole nodes, for a multi-node gang) that becomes free enough. A
-    reverse pass then drops victims that turned out unneeded, and ``approve`` checks the set
-    that remains (a rule judged on the walk could depend on victims since dropped). Room on
-    the nodes in ``avoid`` does not count: the job may not be placed there.
+    first node (or set of whole nodes, for a multi-node gang) that becomes free enough. The
+    walk draws the next candidate only once it has counted the previous one, so a generator
+    can judge each candidate by the victims it has already handed out. A reverse pass then
+    drops victims that turned out unneeded, and ``approve`` checks the set that remains (a
+    rule judged on the walk could depend on victims since dropped). Room on the nodes in
+    ``avoid`` does not count: the job may not be placed there.
     """
-    victims = _walk(sched, j, candidates, accept, avoid)
+    victims = _walk(sched, j, candidates, avoid)
     if victims is None or (approve is not None and not approve(victims)):
         return None
     return victims
 
 
-def _walk(sched: Scheduler, j: int, candidates: Iterable[int], accept: Accept,
-          avoid: frozenset[int]) -> list[int] | None:
-    cluster, job, jobs, nodes_of = sched.cluster, sched.jobs[j], sched.jobs, sched.nodes
+def _walk(sched: Scheduler, j: int, candidates: Iterable[int], avoid: frozenset[int]) -> list[int] | None:
+    cluster, job = sched.cluster, sched.jobs[j]
     if not cluster.could_free(job.gpus):
         return None
-    per, free, single = cluster.gpus_per_node, cluster.free, job.n_nodes == 1
+    if job.n_nodes == 1:
+        return _walk_one(sched, job.gpus, candidates, avoid)
+    jobs, nodes_of, per, free = sched.jobs, sched.nodes, cluster.gpus_per_node, cluster.free
     freed: dict[int, int] = {}  # GPUs the accepted victims free per node
     on: dict[int, list[int]] = {}  # accepted victims per node, in walk order
     order: dict[int, int] = {}  # walk position of each accepted victim
-    whole = [] if single else sorted(cluster.by_free[per] - avoid)
+    whole = sorted(cluster.by_free[per] - avoid)
     for v in candidates:
-        if not accept(v):
-            continue
         order[v] = len(order)
         share = jobs[v].per_node
         for n in nodes_of[v]:
@@ -49,14 +49,36 @@ def _walk(sched: Scheduler, j: int, candidates: Iterable[int], accept: Accept,
             room = free[n] + freed.get(n, 0) + share
             freed[n] = room - free[n]
             on.setdefault(n, []).append(v)
-            if single and room >= job.gpus:
-                return _trim(sched, on[n], [n], job.gpus)
-            if not single and room == per:
+            if room == per:
                 whole.append(n)
-        if not single and len(whole) >= job.n_nodes:
+        if len(whole) >= job.n_nodes:
             target = whole[: job.n_nodes]
             kept = sorted({v for n in target for v in on.get(n, ())}, key=order.__getitem__)
             return _trim(sched, kept, target, per)
+    return None
+
+
+def _walk_one(sched: Scheduler, need: int, candidates: Iterable[int], avoid: frozenset[int]) -> list[int] | None:
+    """``_walk`` for a single-node job of ``need`` GPUs: the first node with room wins."""
+    jobs, nodes_of, free = sched.jobs, sched.nodes, sched.cluster.free
+    room: dict[int, int] = {}  # free GPUs per node once the accepted victims are gone
+    accepted: list[int] = []
+    for v in candidates:
+        accepted.append(v)
+        share = jobs[v].per_node
+        for n in nodes_of[v]:
+            if n in avoid:
+                continue
+            left = room[n] = room.get(n, free[n]) + share
+            if left >= need:  # drop, newest-accepted first, the victims on n it can do without
+                kept = []
+                for u in reversed([u for u in accepted if n in nodes_of[u]]):
+                    if left - jobs[u].per_node >= need:
+                        left -= jobs[u].per_node
+                    else:
+                        kept.append(u)
+                kept.reverse()
+                return kept
     return None
 
 
