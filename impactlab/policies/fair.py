@@ -16,7 +16,7 @@ import numpy as np
 from ..events import UNALLOCATED, Job
 from ..usage import DecayedUsage, WindowUsage
 from .base import Context, Scheduler
-from .queues import FailMemo, Place, SizeQueues, drain, queue_for
+from .queues import Place, Searches, SizeQueues, drain, queue_for
 
 BOOSTED_KINDS = frozenset({"debug", "interactive"})
 
@@ -122,12 +122,12 @@ class FairQueues:
         return self._lanes
 
     def run(self, fair: FairTree, sched: Scheduler, make_room: Callable[[int], bool] | None,
-            place: tuple[Place | None, Place | None] = (None, None), memo: FailMemo | None = None) -> None:
+            place: tuple[Place | None, Place | None] = (None, None), searches: Searches | None = None) -> None:
         """One pass: funded lanes by Fair Tree rank (preempting if allowed), then unallocated.
         ``place[boosted]`` chooses the nodes of funded jobs (default: best fit).
 
         A lane whose scan started nothing is skipped until GPUs are freed or a protection ends
-        (``sched.epoch``), the ``memo`` version of the victims and fair-share inputs moves, or
+        (``sched.epoch``), the ``searches`` version of the victims and fair-share inputs moves, or
         a job arrives at the head of one of its sizes: until then the scan would fail the same
         way. The state is read again before each lane, since an earlier lane may have changed
         it. With preemption, only a scan with no job started at this instant counts (those
@@ -138,7 +138,7 @@ class FairQueues:
             if not queue.live:
                 emptied = True
                 continue
-            token = (sched.epoch, memo.version if memo else 0)
+            token = (sched.epoch, searches.version if searches else 0)
             if queue.stuck == token:
                 continue
             if unfunded:

@@ -13,7 +13,7 @@ from ..units import DAY_S
 from .base import Context, Scheduler
 from .fair import BOOSTED_KINDS
 from .fairshare import FairShare
-from .queues import FailMemo, Place
+from .queues import Place, Searches
 from .victims import Approve, choose_victims
 
 
@@ -48,14 +48,14 @@ class Impactful(FairShare):
     def setup(self, ctx: Context) -> None:
         """Build the fair-share state, the lanes and the victim indexes."""
         super().setup(ctx)
-        self.memo = FailMemo()
+        self.searches = Searches()
         self.funded_running: set[int] = set()
         self.unfunded_running: dict[int, None] = {}  # in start order: newest last
         nodes, cluster = ctx.capacity // ctx.gpus_per_node, ctx.view.cluster
         # GPUs per node held by funded multi-node gangs: never victims of a single-node job
         # while max_victim_ratio <= 1, which makes hopeless searches cheap to rule out.
         self.gangs_on = [0] * nodes
-        # The least blocked node (off the reserve, and anywhere), as of (epoch, memo version).
+        # The least blocked node (off the reserve, and anywhere), as of (epoch, searches version).
         self._least_blocked: list[tuple[tuple[int, int], int]] = [((-1, -1), 0), ((-1, -1), 0)]
         kept = min(math.ceil(round(self.interactive_reserve * nodes, 9)), nodes - 1) if self.boost else 0
         self.reserve = frozenset(range(nodes - kept, nodes))  # boosted work last; other funded work never
@@ -96,7 +96,7 @@ class Impactful(FairShare):
         job = self.ctx.jobs[j]
         if job.funded:
             self.funded_running.add(j)
-            self.memo.changed()  # a new victim, and a side's allocation grew
+            self.searches.changed()  # a new victim, and a side's allocation grew
             self._count_gang(j, +1)
         else:
             self.unfunded_running[j] = None
@@ -121,13 +121,13 @@ class Impactful(FairShare):
         refresh = now >= self.fair.next_refresh
         if self.gate.skip(sched, refresh):
             return
-        self.memo.begin_pass()
+        self.searches.begin_pass()
         self._refresh_pass = refresh
         if refresh:
             self.fair.refresh(now)
-            self.memo.changed()
+            self.searches.changed()
             sched.wake_at(self.fair.next_refresh)  # gangs search then, even if nothing else happens
-        self.queues.run(self.fair, sched, lambda j: self.make_room(sched, j), self.place, self.memo)
+        self.queues.run(self.fair, sched, lambda j: self.make_room(sched, j), self.place, self.searches)
         self.gate.done(sched)
 
     def make_room(self, sched: Scheduler, j: int) -> bool:
@@ -136,21 +136,18 @@ class Impactful(FairShare):
         if job.n_nodes > 1 and not (self._refresh_pass or self.gangs_preempt_every_pass):
             return False
         boosted = self.boost and job.kind in BOOSTED_KINDS
-        key = (job.leaf, job.gpus, boosted)
-        if self.memo.known(key, sched):
-            return False
         victims = None
         if not self._hopeless(sched, job, boosted):
             avoid = frozenset() if boosted else self.reserve  # boosted jobs may use the reserve
             victims = choose_victims(sched, j, self.candidates(sched, j, avoid), self._approves(sched, j), avoid)
-        return self.memo.preempt_or_remember(key, sched, j, victims)
+        return self.searches.preempt(sched, j, victims)
 
     def _hopeless(self, sched: Scheduler, job: Job, boosted: bool) -> bool:
         """A single-node job cannot break up gangs: True if every node it may use is too full
         of them and of protected jobs (a necessary condition only; the search decides)."""
         if job.n_nodes > 1 or self.max_victim_ratio > 1:
             return False
-        key = (sched.epoch, self.memo.version)  # shields and gangs only shrink with a change of these
+        key = (sched.epoch, self.searches.version)  # shields and gangs only shrink with a change of these
         known = self._least_blocked[boosted]
         if known[0] != key:
             nodes = sched.cluster.shielded if boosted else islice(sched.cluster.shielded, self._general)

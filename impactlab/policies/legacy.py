@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from ..events import Job
 from .base import BasePolicy, Context, Scheduler
-from .queues import FailMemo, PassGate, SizeQueues, drain
+from .queues import PassGate, Searches, SizeQueues, drain
 from .victims import choose_victims, could_fit, room_profile
 
 
@@ -31,7 +31,7 @@ class Legacy(BasePolicy):
         self.victims_at: list[dict[int, None]] = [{} for _ in range(levels + 1)]
         # below[L][n]: GPUs on node n of preemptible jobs of a level lower than L (their victims).
         self.below = [[0] * (ctx.capacity // ctx.gpus_per_node) for _ in range(levels + 1)]
-        self.memo = FailMemo()
+        self.searches = Searches()
         self._starts = 0
         self._profiles: dict[int, tuple[int, int]] = {}  # level -> room_profile, while valid
         self._profiles_key = (-1, -1)
@@ -58,7 +58,7 @@ class Legacy(BasePolicy):
         if job.preemptible:
             self.victims_at[job.priority - self.low][j] = None
             self._count(job, +1)
-            self.memo.changed()
+            self.searches.changed()
 
     def on_stop(self, j: int, now: float) -> None:
         """Forget a stopped job."""
@@ -77,11 +77,11 @@ class Legacy(BasePolicy):
         """Start jobs by priority; a blocked job preempts lower-priority preemptible work."""
         if self.gate.skip(sched):
             return
-        self.memo.begin_pass()
+        self.searches.begin_pass()
         drain(self.queue, sched, lambda j: self.make_room(sched, j))
         # A search fails only if the room profile (fresh jobs included) says it could work
         # and the walk (fresh jobs left out) does not: only then do fresh jobs matter.
-        self.gate.done(sched, fresh_matter=self.memo.missed_fresh)
+        self.gate.done(sched, fresh_matter=self.searches.missed_fresh)
 
     def _profile(self, sched: Scheduler, level: int) -> tuple[int, int]:
         """The room profile for jobs of ``level``, reused until a start or a change of epoch
@@ -102,12 +102,9 @@ class Legacy(BasePolicy):
         """Preempt preemptible jobs below ``j``'s priority: lowest level first, and within a
         level the most recently started first; never a job started at this very instant."""
         job, level = sched.jobs[j], sched.jobs[j].priority - self.low
-        key = (job.priority, job.gpus)
-        if self.memo.known(key, sched):
-            return False
         if not could_fit(self._profile(sched, level), job.gpus, sched.cluster.gpus_per_node):
             return False
         now, started = sched.now, sched.started_at
         ranked = (v for lower in self.victims_at[:level] for v in reversed(lower) if started[v] < now)
         victims = choose_victims(sched, j, ranked)
-        return self.memo.preempt_or_remember(key, sched, j, victims)
+        return self.searches.preempt(sched, j, victims)
