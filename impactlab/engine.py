@@ -20,7 +20,7 @@ import simpy
 
 from .budgets import BudgetTree
 from .cluster import Cluster
-from .events import Ev, Job
+from .events import Ev, EventLog, Job
 from .health import HealthConfig, NodeHealth
 from .policies.base import Context, Policy, PolicyError
 
@@ -89,7 +89,7 @@ class Engine:
         self.last_start_s = -math.inf  # jobs started at this instant are not yet preemptible
         self.running: set[int] = set()
         self.on_node: list[set[int]] = [set() for _ in range(cluster.nodes)]
-        self.log: list[tuple] = []  # rows in ``Event``'s field order (plain tuples build faster)
+        self.log = EventLog()
         self._where: dict[tuple[int, ...], str] = {}  # "nodes" column text per placement
         self._pass_due = False
         self._in_pass = False
@@ -101,8 +101,8 @@ class Engine:
         self.health = NodeHealth(self, health, health.repair or policy.repair, seed)
         policy.setup(Context(jobs, tree, cluster.capacity, cluster.gpus_per_node, self))
 
-    def run(self) -> list[tuple]:
-        """Run to the horizon and return the event log (rows in ``Event``'s field order)."""
+    def run(self) -> EventLog:
+        """Run to the horizon and return the event log."""
         first = next((k for k, j in enumerate(self.jobs) if j.submit_s < self.horizon_s), None)
         if first is not None:
             self.at(self.jobs[first].submit_s, self._arrive, first)
@@ -269,7 +269,9 @@ class Engine:
         self._touch()
 
     def _log_node(self, event: str, node: int, detail: str) -> None:
-        self.log.append((self.now, event, "", self.cluster.gpus_per_node, str(node), detail, 0.0, 0.0))
+        for append, value in zip(self.log.appends, (self.now, event, "", self.cluster.gpus_per_node, str(node),
+                                                    detail, 0.0, 0.0)):
+            append(value)
 
     def _unshield(self, j: int) -> None:
         """Job ``j``'s protection ran out: it may now be preempted (the timer is live only
@@ -341,4 +343,12 @@ class Engine:
         where = self._where.get(nodes)
         if where is None:
             where = self._where[nodes] = ",".join(map(str, nodes))
-        self.log.append((self.now, event, job.job_id, job.held, where, detail, overhead_s, lost_s))
+        t, ev, job_id, gpus, on, why, overhead, lost = self.log.appends
+        t(self.now)
+        ev(event)
+        job_id(job.job_id)
+        gpus(job.held)
+        on(where)
+        why(detail)
+        overhead(overhead_s)
+        lost(lost_s)

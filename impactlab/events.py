@@ -50,14 +50,34 @@ class Event(NamedTuple):
 EVENT_COLUMNS = list(Event._fields)
 
 
-def events_frame(events: Sequence[tuple]) -> pd.DataFrame:
-    """The event log (``Event`` rows, or plain tuples in its field order) as a DataFrame with
-    stable dtypes (also when empty)."""
-    frame = pd.DataFrame(events, columns=EVENT_COLUMNS)
-    return frame.astype(
-        {"t_s": float, "event": object, "job_id": object, "gpus": "int64", "nodes": object,
-         "detail": object, "overhead_s": float, "lost_s": float}
-    )
+EVENT_DTYPES = {"t_s": float, "event": object, "job_id": object, "gpus": "int64", "nodes": object,
+                "detail": object, "overhead_s": float, "lost_s": float}
+
+
+def events_frame(events: Sequence[tuple] | EventLog) -> pd.DataFrame:
+    """The event log (an ``EventLog``, or ``Event`` rows or plain tuples in its field order) as
+    a DataFrame with stable dtypes (also when empty)."""
+    if isinstance(events, EventLog):
+        frame = pd.DataFrame(dict(zip(EVENT_COLUMNS, events.columns)))
+    else:
+        frame = pd.DataFrame(events, columns=EVENT_COLUMNS)
+    return frame.astype(EVENT_DTYPES)
+
+
+class EventLog:
+    """The event log as it is written: one list per ``Event`` field.
+
+    Columns of plain values, rather than a tuple per row, keep the garbage collector out of
+    long runs (a tuple is tracked until a collection looks at it; a float in a list is not).
+    """
+
+    def __init__(self) -> None:
+        self.columns: tuple[list, ...] = tuple([] for _ in EVENT_COLUMNS)
+        #: each column's ``append``, in field order (one row = one call of each)
+        self.appends = tuple(column.append for column in self.columns)
+
+    def __len__(self) -> int:
+        return len(self.columns[0])
 
 
 @dataclass(frozen=True, slots=True)

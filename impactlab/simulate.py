@@ -114,10 +114,10 @@ def simulate(config: SimConfig | None = None, trace: pd.DataFrame | None = None,
     engine = Engine(jobs, tree, Cluster(config.nodes, config.gpus_per_node), policy,
                     config.restart_overhead_s, config.horizon_s, config.health, config.seed)
     began = time.perf_counter()
-    log_rows = engine.run()
+    event_log = engine.run()
     wall = time.perf_counter() - began
-    log.info("%s: %d jobs, %d events in %.2f s", config.policy, len(jobs), len(log_rows), wall)
-    return SimResult(config, trace, tree, events_frame(log_rows), wall, unknown_projects=unknown)
+    log.info("%s: %d jobs, %d events in %.2f s", config.policy, len(jobs), len(event_log), wall)
+    return SimResult(config, trace, tree, events_frame(event_log), wall, unknown_projects=unknown)
 
 
 def _flat_tree(trace: pd.DataFrame) -> BudgetTree:

@@ -127,25 +127,26 @@ class FairQueues:
         ``place[boosted]`` chooses the nodes of funded jobs (default: best fit).
 
         A lane whose scan started nothing is skipped until GPUs are freed or a protection ends
-        (``sched.epoch``), the ``searches`` version of the victims and fair-share inputs moves, or
-        a job arrives at the head of one of its sizes: until then the scan would fail the same
-        way. The state is read again before each lane, since an earlier lane may have changed
-        it. With preemption, only a scan with no job started at this instant counts (those
-        jobs are no victims yet)."""
+        (``sched.epoch``), the ``searches`` version of the victims moves, the ranking is
+        refreshed if one of its searches judged fair shares, or a job arrives at the head of one
+        of its sizes: until then the scan would fail the same way. The state is read again
+        before each lane, since an earlier lane may have changed it. With preemption, only a
+        scan with no job started at this instant counts (those jobs are no victims yet)."""
         cluster, emptied = sched.cluster, False
         lanes = self._in_order(fair)
         for (unfunded, unboosted, _), queue in lanes:
             if not queue.live:
                 emptied = True
                 continue
-            token = (sched.epoch, searches.version if searches else 0)
-            if queue.stuck == token:
+            state = (sched.epoch, searches.version) if searches else (sched.epoch, 0)
+            stuck = queue.stuck
+            if stuck is not None and stuck[0] == state and (stuck[1] is None or stuck[1] == searches.refreshes):
                 continue
             if unfunded:
                 if queue.sizes[0] <= cluster.largest_fit():
-                    self._scan(queue, sched, None, None, token, funded=False)
+                    self._scan(queue, sched, None, None, state, None, funded=False)
             elif make_room or queue.sizes[0] <= cluster.largest_fit():
-                self._scan(queue, sched, make_room, place[not unboosted], token)
+                self._scan(queue, sched, make_room, place[not unboosted], state, searches)
         if emptied:
             self._lanes = [entry for entry in lanes if entry[1].live]
             self._listed = {lane for lane, queue in self.queues.items() if queue.live}
@@ -153,8 +154,11 @@ class FairQueues:
 
     @staticmethod
     def _scan(queue: SizeQueues, sched: Scheduler, make_room: Callable[[int], bool] | None,
-              place: Place | None, token: tuple[int, int], funded: bool = True) -> None:
+              place: Place | None, state: tuple[int, int], searches: Searches | None,
+              funded: bool = True) -> None:
         waiting = len(queue.live)
+        if searches:
+            searches.judged = False
         drain(queue, sched, make_room, larger_no_easier=not funded, place=place)
         if len(queue.live) == waiting and (make_room is None or sched.last_start_s < sched.now):
-            queue.stuck = token
+            queue.stuck = (state, searches.refreshes if searches and searches.judged else None)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import islice
 from typing import ClassVar
 
 from ..events import Job
@@ -52,14 +51,14 @@ class Impactful(FairShare):
         self.funded_running: set[int] = set()
         self.unfunded_running: dict[int, None] = {}  # in start order: newest last
         nodes, cluster = ctx.capacity // ctx.gpus_per_node, ctx.view.cluster
-        # GPUs per node held by funded multi-node gangs: never victims of a single-node job
+        # Running funded multi-node gangs and their nodes: never victims of a single-node job
         # while max_victim_ratio <= 1, which makes hopeless searches cheap to rule out.
-        self.gangs_on = [0] * nodes
+        self.gangs: set[int] = set()
+        self.gang_nodes: set[int] = set()
         # The least blocked node (off the reserve, and anywhere), as of (epoch, searches version).
         self._least_blocked: list[tuple[tuple[int, int], int]] = [((-1, -1), 0), ((-1, -1), 0)]
         kept = min(math.ceil(round(self.interactive_reserve * nodes, 9)), nodes - 1) if self.boost else 0
         self.reserve = frozenset(range(nodes - kept, nodes))  # boosted work last; other funded work never
-        self._general = nodes - kept  # nodes 0 .. _general - 1 are off the reserve
         self.place: tuple[Place | None, Place | None] = (None, None)  # for (other, boosted) funded jobs
         if self.reserve:
             self.place = (lambda g: cluster.best_fit(g, self.reserve),
@@ -113,8 +112,12 @@ class Impactful(FairShare):
 
     def _count_gang(self, j: int, sign: int) -> None:
         if self.ctx.jobs[j].n_nodes > 1:
-            for n in self.ctx.view.nodes[j]:
-                self.gangs_on[n] += sign * self.ctx.gpus_per_node
+            if sign > 0:
+                self.gangs.add(j)
+                self.gang_nodes.update(self.ctx.view.nodes[j])
+            else:
+                self.gangs.discard(j)
+                self.gang_nodes.difference_update(self.ctx.view.nodes[j])
 
     def schedule(self, now: float, sched: Scheduler) -> None:
         """Funded lanes by rank with preemption, then unallocated backfill."""
@@ -125,7 +128,7 @@ class Impactful(FairShare):
         self._refresh_pass = refresh
         if refresh:
             self.fair.refresh(now)
-            self.searches.changed()
+            self.searches.refreshes += 1
             sched.wake_at(self.fair.next_refresh)  # gangs search then, even if nothing else happens
         self.queues.run(self.fair, sched, lambda j: self.make_room(sched, j), self.place, self.searches)
         self.gate.done(sched)
@@ -134,6 +137,7 @@ class Impactful(FairShare):
         """Preempt eligible victims so that funded job ``j`` fits; True if it now does."""
         job = sched.jobs[j]
         if job.n_nodes > 1 and not (self._refresh_pass or self.gangs_preempt_every_pass):
+            self.searches.judged = True  # it searches at the next refresh
             return False
         boosted = self.boost and job.kind in BOOSTED_KINDS
         victims = None
@@ -150,9 +154,21 @@ class Impactful(FairShare):
         key = (sched.epoch, self.searches.version)  # shields and gangs only shrink with a change of these
         known = self._least_blocked[boosted]
         if known[0] != key:
-            nodes = sched.cluster.shielded if boosted else islice(sched.cluster.shielded, self._general)
-            known = self._least_blocked[boosted] = (key, min(map(max, nodes, self.gangs_on)))
+            known = self._least_blocked[boosted] = (key, self._least_blocked_now(sched, boosted))
         return known[1] > sched.cluster.gpus_per_node - job.gpus
+
+    def _least_blocked_now(self, sched: Scheduler, boosted: bool) -> int:
+        """The fewest GPUs that protected work and funded gangs hold on a node the job may use.
+        A gang holds whole nodes, so its nodes are either wholly protected or hold nothing
+        else: only the unprotected ones move from level 0 of the cluster's shield counts."""
+        cluster, jobs, shielded = sched.cluster, sched.jobs, sched.shielded
+        levels = cluster.by_shield.copy()  # nodes per count of protected GPUs
+        levels[0] -= sum(jobs[g].n_nodes for g in self.gangs if not shielded[g])
+        if not boosted:
+            for n in self.reserve:
+                if n not in self.gang_nodes:  # (a gang's nodes are already placed above)
+                    levels[cluster.shielded[n]] -= 1
+        return next((level for level, count in enumerate(levels) if count > 0), cluster.gpus_per_node)
 
     def candidates(self, sched: Scheduler, j: int, avoid: frozenset[int]) -> Iterator[int]:
         """Preemptible running jobs in preference order: unallocated, the most recently started
@@ -184,6 +200,8 @@ class Impactful(FairShare):
                 for node in fair.paths[victim.leaf]:
                     freed[node] = freed.get(node, 0) + victim.held
                 yield -t[-1]
+            else:
+                self.searches.judged = True  # a refresh may change this verdict
 
     def _approves(self, sched: Scheduler, j: int) -> Approve:
         """No ping-pong on the final set: after the swap, ``j``'s side is no better served than
@@ -196,7 +214,10 @@ class Impactful(FairShare):
             for victim in funded:
                 for node in fair.paths[victim.leaf]:
                     freed[node] = freed.get(node, 0) + victim.held
-            return all(self._fair_swap(job, victim, freed, 0) for victim in funded)
+            if all(self._fair_swap(job, victim, freed, 0) for victim in funded):
+                return True
+            self.searches.judged = True
+            return False
 
         return approve
 

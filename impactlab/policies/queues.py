@@ -28,9 +28,10 @@ class SizeQueues:
         self.live: dict[int, int] = {}  # pending job -> its size
         self.waiting: dict[int, int] = {}  # size -> pending jobs of that size
         self.sizes: list[int] = []  # sorted sizes with pending jobs
-        # The state (a token from the policy) in which a scan of this queue started nothing;
-        # cleared when a job arrives at the head of a size. See ``FairQueues.run``.
-        self.stuck: Hashable = None
+        # The state in which a scan of this queue started nothing, as ((epoch, version), the
+        # refresh count if that mattered, else None); cleared when a job arrives at the head
+        # of a size. See ``FairQueues.run``.
+        self.stuck: tuple[tuple[int, int], int | None] | None = None
 
     def push(self, j: int, gpus: int, key: Key) -> bool:
         """Add job ``j`` (``key[-1] == j``); True if it is now the first of its size.
@@ -145,11 +146,13 @@ def queue_for(queues: dict[Hashable, SizeQueues], name: Hashable) -> SizeQueues:
 class Searches:
     """What the policy's preemption searches depend on, beyond ``sched.epoch``.
 
-    ``version`` moves when a possible victim starts or a fair-share input changes (bumped by
-    the policy), and when jobs started in one pass become preemptible in the next. A pass that
-    found nothing to do in some state (``sched.epoch``, ``version``) would find nothing again
-    in the same state. ``missed_fresh`` says whether a search of this pass failed while jobs
-    started at this instant were not yet victims.
+    ``version`` moves when a possible victim starts (a funded start also changes fair-share
+    inputs) and when jobs started in one pass become preemptible in the next. ``refreshes``
+    counts fair-share ranking refreshes: only a search that judged fair shares (or that waited
+    for a refresh) can end differently after one, and the policy says so by setting
+    ``judged``. A pass that found nothing to do in some state would find nothing again in the
+    same state. ``missed_fresh`` says whether a search of this pass failed while jobs started at
+    this instant were not yet victims.
 
     (Failed searches are not remembered one by one: the skipped lanes and sizes already keep
     a pass from repeating a search in an unchanged state; measured, such a memory was hit in
@@ -158,6 +161,8 @@ class Searches:
 
     def __init__(self) -> None:
         self.version = 0
+        self.refreshes = 0
+        self.judged = False  # set by the policy; cleared by whoever reads it
         self._started = False
         self.missed_fresh = False
 
