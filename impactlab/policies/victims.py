@@ -107,7 +107,7 @@ def room_profile(free: list[int], victim_gpus: list[int], gpus_per_node: int) ->
     """If every possible victim (``victim_gpus`` per node) were preempted: the most GPUs one
     node would have free, and how many nodes would be wholly free."""
     rooms = list(map(operator.add, free, victim_gpus))
-    return max(rooms), sum(1 for room in rooms if room >= gpus_per_node)
+    return max(rooms), rooms.count(gpus_per_node)  # a node never has more room than GPUs
 
 
 def could_fit(profile: tuple[int, int], gpus: int, gpus_per_node: int) -> bool:
