@@ -75,9 +75,13 @@ class Cluster:
                         return (n,)
             return None
         need = nodes_needed(gpus, per)
-        whole = self.by_free[per] - avoid if avoid else self.by_free[per]
+        whole = self.by_free[per]
         if len(whole) < need:
             return None
+        if avoid:
+            whole = whole - avoid
+            if len(whole) < need:
+                return None
         return tuple(sorted(heapq.nsmallest(need, whole)))
 
     def take(self, nodes: tuple[int, ...], gpus: int) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 from ..events import UNALLOCATED, Job
 from ..usage import DecayedUsage, WindowUsage
 from .base import Context, Scheduler
-from .queues import Place, Searches, SizeQueues, drain, queue_for
+from .queues import NO_LIMIT, Place, Searches, SizeQueues, drain, queue_for
 
 BOOSTED_KINDS = frozenset({"debug", "interactive"})
 
@@ -122,9 +122,12 @@ class FairQueues:
         return self._lanes
 
     def run(self, fair: FairTree, sched: Scheduler, make_room: Callable[[int], bool] | None,
-            place: tuple[Place | None, Place | None] = (None, None), searches: Searches | None = None) -> None:
+            place: tuple[Place | None, Place | None] = (None, None), searches: Searches | None = None,
+            preempt_max: int = NO_LIMIT) -> None:
         """One pass: funded lanes by Fair Tree rank (preempting if allowed), then unallocated.
-        ``place[boosted]`` chooses the nodes of funded jobs (default: best fit).
+        ``place[boosted]`` chooses the nodes of funded jobs (default: best fit); only gangs of
+        up to ``preempt_max`` GPUs ask ``make_room`` in this pass (it refuses larger ones), so
+        a lane of larger gangs only is scanned only if one of them fits.
 
         A lane whose scan started nothing is skipped until GPUs are freed or a protection ends
         (``sched.epoch``), the ``searches`` version of the victims moves, the ranking is
@@ -145,7 +148,7 @@ class FairQueues:
             if unfunded:
                 if queue.sizes[0] <= cluster.largest_fit():
                     self._scan(queue, sched, None, None, state, None, funded=False)
-            elif make_room or queue.sizes[0] <= cluster.largest_fit():
+            elif (make_room and queue.sizes[0] <= preempt_max) or queue.sizes[0] <= cluster.largest_fit():
                 self._scan(queue, sched, make_room, place[not unboosted], state, searches)
         if emptied:
             self._lanes = [entry for entry in lanes if entry[1].live]

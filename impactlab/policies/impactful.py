@@ -12,7 +12,7 @@ from ..units import DAY_S
 from .base import Context, Scheduler
 from .fair import BOOSTED_KINDS
 from .fairshare import FairShare
-from .queues import Place, Searches
+from .queues import NO_LIMIT, Place, Searches
 from .victims import Approve, choose_victims
 
 
@@ -130,7 +130,9 @@ class Impactful(FairShare):
             self.fair.refresh(now)
             self.searches.refreshes += 1
             sched.wake_at(self.fair.next_refresh)  # gangs search then, even if nothing else happens
-        self.queues.run(self.fair, sched, lambda j: self.make_room(sched, j), self.place, self.searches)
+        gangs_too = refresh or self.gangs_preempt_every_pass
+        self.queues.run(self.fair, sched, lambda j: self.make_room(sched, j), self.place, self.searches,
+                        NO_LIMIT if gangs_too else sched.cluster.gpus_per_node)
         self.gate.done(sched)
 
     def make_room(self, sched: Scheduler, j: int) -> bool:
