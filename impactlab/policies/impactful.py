@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import ClassVar
 
 from ..events import Job
@@ -61,7 +62,7 @@ class Impactful(FairShare):
         self.reserve = frozenset(range(nodes - kept, nodes))  # boosted work last; other funded work never
         self.place: tuple[Place | None, Place | None] = (None, None)  # for (other, boosted) funded jobs
         if self.reserve:
-            self.place = (lambda g: cluster.best_fit(g, self.reserve),
+            self.place = (partial(cluster.best_fit, avoid=self.reserve),
                           lambda g: cluster.best_fit(g, self.reserve) or cluster.best_fit(g))
 
     def __post_init__(self) -> None:
@@ -131,7 +132,7 @@ class Impactful(FairShare):
             self.searches.refreshes += 1
             sched.wake_at(self.fair.next_refresh)  # gangs search then, even if nothing else happens
         gangs_too = refresh or self.gangs_preempt_every_pass
-        self.queues.run(self.fair, sched, lambda j: self.make_room(sched, j), self.place, self.searches,
+        self.queues.run(self.fair, sched, partial(self.make_room, sched), self.place, self.searches,
                         NO_LIMIT if gangs_too else sched.cluster.gpus_per_node)
         self.gate.done(sched)
 

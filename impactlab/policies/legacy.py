@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from typing import ClassVar
 
 from ..events import Job
@@ -78,7 +79,7 @@ class Legacy(BasePolicy):
         if self.gate.skip(sched):
             return
         self.searches.begin_pass()
-        drain(self.queue, sched, lambda j: self.make_room(sched, j))
+        drain(self.queue, sched, partial(self.make_room, sched))
         # A search fails only if the room profile (fresh jobs included) says it could work
         # and the walk (fresh jobs left out) does not: only then do fresh jobs matter.
         self.gate.done(sched, fresh_matter=self.searches.missed_fresh)
