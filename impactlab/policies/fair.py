@@ -112,13 +112,11 @@ class FairQueues:
         """Job ``j`` leaves the queue without starting."""
         self.queues[self._lane(j)].discard(j)
 
-    def _in_order(self, fair: FairTree) -> list[tuple[tuple[bool, bool, int], SizeQueues]]:
-        """The lanes with pending jobs, in pass order (re-sorted after a ranking refresh)."""
-        if self._ranked is not fair.order:
-            self._ranked = fair.order
-            self._rank = {leaf: k for k, leaf in enumerate(fair.order)}
-            self._lanes = sorted(((self._position(lane), self.queues[lane]) for lane in self._listed),
-                                 key=itemgetter(0))
+    def _resort(self, fair: FairTree) -> list[tuple[tuple[bool, bool, int], SizeQueues]]:
+        """The lanes with pending jobs, sorted into pass order by a new ranking."""
+        self._ranked = fair.order
+        self._rank = {leaf: k for k, leaf in enumerate(fair.order)}
+        self._lanes = sorted(((self._position(lane), self.queues[lane]) for lane in self._listed), key=itemgetter(0))
         return self._lanes
 
     def run(self, fair: FairTree, sched: Scheduler, make_room: Callable[[int], bool] | None,
@@ -136,7 +134,7 @@ class FairQueues:
         before each lane, since an earlier lane may have changed it. With preemption, only a
         scan with no job started at this instant counts (those jobs are no victims yet)."""
         cluster, emptied = sched.cluster, False
-        lanes = self._in_order(fair)
+        lanes = self._lanes if self._ranked is fair.order else self._resort(fair)
         for (unfunded, unboosted, _), queue in lanes:
             if not queue.live:
                 emptied = True
