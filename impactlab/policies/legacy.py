@@ -59,7 +59,6 @@ class Legacy(BasePolicy):
         if job.preemptible:
             self.victims_at[job.priority - self.low][j] = None
             self._count(job, +1)
-            self.searches.changed()
 
     def on_stop(self, j: int, now: float) -> None:
         """Forget a stopped job."""
