@@ -148,10 +148,9 @@ class FairQueues:
                     self._scan(queue, sched, None, None, state, None, funded=False)
             elif (make_room and queue.sizes[0] <= preempt_max) or queue.sizes[0] <= cluster.largest_fit():
                 self._scan(queue, sched, make_room, place[not unboosted], state, searches)
-        if emptied:
+        if emptied:  # drop the lanes found empty (one this pass empties goes after the next)
             self._lanes = [entry for entry in lanes if entry[1].live]
             self._listed = {lane for lane, queue in self.queues.items() if queue.live}
-            # (a lane emptied by a withdrawal after this pass is dropped after the next one)
 
     @staticmethod
     def _scan(queue: SizeQueues, sched: Scheduler, make_room: Callable[[int], bool] | None,
