@@ -48,11 +48,8 @@ class WindowUsage:
         for times, cum, rate in zip(self._times, self._cum, self.rate):
             if len(times) == 1 and not rate:
                 out.append(0.0)  # never charged
-                continue
-            last = times[-1]  # as _cumulative computes it, inlined for the usual t >= last
-            end = cum[-1] + rate * (t - last) if t >= last else _cumulative(times, cum, rate, t)
-            out.append(end - (cum[-1] + rate * (start - last) if start >= last else
-                              _cumulative(times, cum, rate, start)))
+            else:
+                out.append(_cumulative(times, cum, rate, t) - _cumulative(times, cum, rate, start))
         return out
 
 
