@@ -59,7 +59,8 @@ def _walk(sched: Scheduler, j: int, candidates: Iterable[int], avoid: frozenset[
 
 
 def _walk_one(sched: Scheduler, need: int, candidates: Iterable[int], avoid: frozenset[int]) -> list[int] | None:
-    """``_walk`` for a single-node job of ``need`` GPUs: the first node with room wins."""
+    """``_walk`` for a single-node job of ``need`` GPUs: the first node with room wins. It trims
+    as ``_trim`` does, for one node, inline (calling ``_trim`` costs 3% of an impactful run)."""
     jobs, nodes_of, free = sched.jobs, sched.nodes, sched.cluster.free
     room: dict[int, int] = {}  # free GPUs per node once the accepted victims are gone
     accepted: list[int] = []
