@@ -162,7 +162,9 @@ class SimResult:
         (out / "summary.json").write_text(json.dumps(self.summary(), indent=2, default=_plain))
         config = {"config": self.config.to_dict(), "budgets": self.tree.to_dict(), "label": self.label,
                   "provenance": self.provenance, "unknown_projects": self.unknown_projects,
-                  "sim_wall_s": self.sim_wall_s}
+                  "sim_wall_s": self.sim_wall_s,
+                  # Parquet reads text back as strings, not objects: keep the trace's own dtypes
+                  "trace_dtypes": {col: str(dtype) for col, dtype in self.trace.dtypes.items()}}
         (out / "config.json").write_text(json.dumps(config, indent=2, default=_plain))
         return out
 
@@ -172,7 +174,8 @@ class SimResult:
         path = Path(path)
         saved = json.loads((path / "config.json").read_text())
         events = pd.read_parquet(path / "events.parquet").astype(EVENT_DTYPES)
-        return cls(config=config_from_dict(saved["config"]), trace=pd.read_parquet(path / "trace.parquet"),
+        trace = pd.read_parquet(path / "trace.parquet").astype(saved.get("trace_dtypes", {}))
+        return cls(config=config_from_dict(saved["config"]), trace=trace,
                    tree=BudgetTree.from_dict(saved["budgets"]), events=events,
                    sim_wall_s=float(saved.get("sim_wall_s", 0.0)),
                    unknown_projects=saved.get("unknown_projects", {}), provenance=saved.get("provenance", {}),
