@@ -128,7 +128,8 @@ class SimResult:
         """Delivered, entitled and owed shares of healthy capacity per time bucket, for projects and
         programs (``tables.share_series``); ``bucket_s`` overrides the adaptive bucket."""
         c = self.config
-        edges = tables.bucket_edges(c.horizon_s, bucket_s) if bucket_s else tables.share_edges(self.tree, c.horizon_s)
+        edges = (tables.bucket_edges(c.horizon_s, bucket_s) if bucket_s
+                 else tables.share_edges(self.tree, c.horizon_s))
         return self._tagged(tables.share_series(self.events, self._attempts, self.jobs, self._down, self.tree,
                                                 c.gpus, c.gpus_per_node, c.horizon_s, edges))
 
@@ -142,7 +143,8 @@ class SimResult:
         """Time-averaged queued jobs and GPUs per time bucket and kind (``tables.queue_series``)."""
         return self._tagged(tables.queue_series(self.events, self.trace, self._edges(bucket_s)))
 
-    def gantt(self, t0_h: float | None = None, t1_h: float | None = None, max_rows: int = 3000) -> pd.DataFrame:
+    def gantt(self, t0_h: float | None = None, t1_h: float | None = None,
+              max_rows: int = 3000) -> pd.DataFrame:
         """Attempts per node between ``t0_h`` (default: the window's start) and ``t1_h`` (default:
         the horizon), lowest nodes first, at most ``max_rows`` rows (``tables.gantt``)."""
         t0 = self.window.t0 if t0_h is None else t0_h * HOUR_S
@@ -192,7 +194,8 @@ def flat_metrics(summary: Mapping[str, Any], kinds: Iterable[str]) -> dict[str, 
     out.update({f"preemptions.{k}": int(by_kind.get(k, 0)) for k in kinds})
     groups = [(g, g) for g in ("all", *kinds)]
     sizes = [(f"size_{name}", name) for _, _, name in SIZE_BUCKETS]
-    for prefix, stats, names in (("wait", summary["wait_s"], groups), ("wait", summary["wait_by_size_s"], sizes),
+    for prefix, stats, names in (("wait", summary["wait_s"], groups),
+                                 ("wait", summary["wait_by_size_s"], sizes),
                                  ("queued", summary["queued_s"], groups)):
         for q in QUANTILE_NAMES:
             out.update({f"{prefix}_{q}_s.{name}": _number(stats.get(key, {}).get(q)) for name, key in names})

@@ -33,7 +33,8 @@ def preemption_run(policy: str = "legacy"):
 
 
 def test_simresult_lives_in_results_and_simulate_re_exports_it():
-    simulate_module = importlib.import_module("impactlab.simulate")  # the package's ``simulate`` is the function
+    # the package's ``simulate`` attribute is the function, not the module
+    simulate_module = importlib.import_module("impactlab.simulate")
     assert simulate_module.SimResult is SimResult and il.SimResult is SimResult
     assert isinstance(preemption_run(), SimResult)
 
@@ -82,7 +83,8 @@ def test_metrics_are_nan_where_there_are_no_jobs():
     m = preemption_run().metrics()
     assert math.isnan(m["wait_p90_s.size_1"]) and math.isnan(m["wait_p99_s.size_65+"])
     empty = run_tiny([job("late", 5000, 1, 10)], horizon_s=1000.0).metrics()  # submitted after the horizon
-    assert empty["jobs"] == 0 and math.isnan(empty["wait_p50_s.all"]) and math.isnan(empty["queued_p90_s.other"])
+    assert empty["jobs"] == 0
+    assert math.isnan(empty["wait_p50_s.all"]) and math.isnan(empty["queued_p90_s.other"])
 
 
 def test_metrics_agree_with_the_summary():
@@ -135,9 +137,11 @@ def assert_same_run(a: SimResult, b: SimResult) -> None:
 
 
 def test_load_reads_back_what_save_wrote(tmp_path):
-    result = replace(preemption_run(), label="before", provenance={"source": "test", "rows": 2, "skipped": {}})
+    provenance = {"source": "test", "rows": 2, "skipped": {}}
+    result = replace(preemption_run(), label="before", provenance=provenance)
     out = result.save(tmp_path / "run")
-    assert {p.name for p in out.iterdir()} >= {"events.parquet", "trace.parquet", "config.json", "summary.json"}
+    written = {p.name for p in out.iterdir()}
+    assert written >= {"events.parquet", "trace.parquet", "config.json", "summary.json"}
     saved = json.loads((out / "config.json").read_text())
     assert saved["label"] == "before" and saved["provenance"]["source"] == "test"
     assert_same_run(result, SimResult.load(out))

@@ -103,7 +103,8 @@ def test_wait_quantiles_match_the_summary(fifo_node):
     s = fifo_node.summary()
     table = fifo_node.wait_quantiles().set_index(["by", "group", "quantile"])["wait_s"]
     for kind, stats in s["wait_s"].items():
-        assert [table[("kind", kind, q)] for q in ("p50", "p90", "p99")] == [stats["p50"], stats["p90"], stats["p99"]]
+        quantiles = ("p50", "p90", "p99")
+        assert [table[("kind", kind, q)] for q in quantiles] == [stats[q] for q in quantiles]
 
 
 def test_wait_cdf_by_hand(fifo_node):
@@ -159,7 +160,8 @@ def test_two_preemptions_of_one_job_count_once_as_a_job_preempted():
 
 def test_preemption_series_counts_each_preemption_in_its_bucket():
     rows = [job("L", 0, 8, 4 * H, priority=0, checkpoint_s=0, kind="training"),
-            job("H1", 1800, 8, 100, priority=2, kind="eval"), job("H2", 2 * H + 10, 8, 100, priority=2, kind="eval")]
+            job("H1", 1800, 8, 100, priority=2, kind="eval"),
+            job("H2", 2 * H + 10, 8, 100, priority=2, kind="eval")]
     result = run_tiny(rows, policy="legacy", gpus=8, horizon_s=5 * H)
     series = result.preemption_series(bucket_s=H)
     assert series[series["kind"] == "training"]["preemptions"].tolist() == [1, 0, 1, 0, 0]
@@ -210,7 +212,8 @@ def test_share_series_by_hand(fifo_node):
     assert s.loc[("prog", 0.0), "owed_share"] == approx(0.75)
     assert s.loc[("r", 0.0), "owed_share"] == 0
     assert (s.xs(1.0, level="t_h")[["delivered_share", "owed_share"]] == 0).all().all()
-    assert s.xs(0.0, level="t_h")["entitled_share"].to_dict() == approx({"prog": 0.5, "p": 0.25, "q": 0.25, "r": 0.5})
+    entitled = s.xs(0.0, level="t_h")["entitled_share"].to_dict()
+    assert entitled == approx({"prog": 0.5, "p": 0.25, "q": 0.25, "r": 0.5})
     assert s.xs(0.0, level="t_h")["level"].to_dict() == {"prog": "program", "p": "project", "q": "project",
                                                          "r": "project"}
 
@@ -226,7 +229,8 @@ def test_budget_impact_at_a_program_is_over_its_leaves(fifo_node):
 # ----- gantt ------------------------------------------------------------------------------------------
 def test_gantt_by_hand(fifo_node):
     g = fifo_node.gantt()
-    got = list(g[["node", "job_id", "funded", "gpus_on_node", "start_h", "end_h"]].itertuples(index=False, name=None))
+    cols = ["node", "job_id", "funded", "gpus_on_node", "start_h", "end_h"]
+    got = list(g[cols].itertuples(index=False, name=None))
     assert got == [(0, "a", True, 8, 0, 0.5), (0, "b", True, 4, 0.5, 1.0), (0, "c", False, 4, 0.5, 1.5)]
 
 
