@@ -48,6 +48,8 @@ OPT_OUT_LONG = Param("opt_out_long", 0.85, float, "workload", "legacy habit: sha
                      "8 h that refuse preemption", lo=0, hi=1, step=0.05)
 OPT_OUT_SHORT = Param("opt_out_short", 0.3, float, "workload", "legacy habit: share of shorter "
                       "jobs that refuse preemption", lo=0, hi=1, step=0.05)
+REPAIR = Param("repair", None, str, "health", "how failed nodes are repaired (none: the policy's "
+               "own, legacy manual, others automatic)", choices=REPAIR_MODES, nullable=True)
 
 
 @dataclass(frozen=True)
@@ -83,9 +85,7 @@ class HealthConfig:
     mtbf_hours: float | None = Param(
         "mtbf_hours", None, float, "health", "mean time between failures of one node (none: no "
         "failures)", "h", lo=0, lo_open=True, nullable=True, flag="--node-mtbf-hours").field()
-    repair: RepairMode | None = Param(
-        "repair", None, str, "health", "how failed nodes are repaired (none: the policy's own, "
-        "legacy manual, others automatic)", choices=REPAIR_MODES, nullable=True).field()
+    repair: RepairMode | None = REPAIR.field()
     auto_repair_hours: float = Param(
         "auto_repair_hours", 2.0, float, "health", "automatic repair: drain, reboot, checks, back "
         "in service", "h", lo=0, hi=1000).field()

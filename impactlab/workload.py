@@ -55,9 +55,11 @@ def prepare(config: SimConfig, trace: pd.DataFrame | None = None, budgets: Budge
     else:
         work = generate(config.generator())
         trace, tree = work.trace, tree or work.tree
-        provenance = {"source": "synthetic"}
+        provenance = {"source": "synthetic", "seed": config.seed}
     tree = (tree or _flat_tree(trace)).with_shares(config.budget_shares)
-    provenance.update(rows=len(trace), budgets_path=config.budgets_path if budgets is None else None)
+    provenance["rows"] = len(trace)
+    if config.budgets_path and budgets is None:
+        provenance["budgets_path"] = config.budgets_path
     return Inputs(trace, tree, provenance)
 
 
