@@ -85,7 +85,7 @@ class HealthConfig:
     mtbf_hours: float | None = Param(
         "mtbf_hours", None, float, "health", "mean time between failures of one node (none: no "
         "failures)", "h", lo=0, lo_open=True, nullable=True, flag="--node-mtbf-hours").field()
-    repair: RepairMode | None = REPAIR.field()
+    repair: RepairMode | None = REPAIR.field()  # noqa: RUF009 (a field, not a shared default)
     auto_repair_hours: float = Param(
         "auto_repair_hours", 2.0, float, "health", "automatic repair: drain, reboot, checks, back "
         "in service", "h", lo=0, hi=1000).field()
