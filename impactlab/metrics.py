@@ -6,13 +6,12 @@ Time-integrals are clipped to the reporting window [t0, t1].
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from .budgets import BudgetTree
+from .budgets import ROOT, BudgetTree
 from .cluster import held_gpus
 
 END_EVENTS = ("preempt", "finish", "fail")
@@ -113,40 +112,75 @@ def demand_steps(jobs: pd.DataFrame, n_nodes: int, gpus_per_node: int,
 
     A job wants its held GPUs from submit until it finishes or is withdrawn."""
     funded = jobs[jobs["leaf"] >= 0]
-    leaf = funded["leaf"].to_numpy(int)
     held = np.array([held_gpus(int(g), gpus_per_node) for g in funded["gpus"]], dtype=float)
     stop = funded["end_s"].fillna(window.t1).to_numpy()
-    times = np.concatenate([funded["submit_s"].to_numpy(), stop])
-    cols = np.concatenate([leaf, leaf])
-    deltas = np.concatenate([held, -held])
+    return interval_steps(funded["submit_s"].to_numpy(), stop, held, funded["leaf"].to_numpy(int), n_nodes)
+
+
+def interval_steps(start: np.ndarray, end: np.ndarray, weight: np.ndarray, group: np.ndarray | None = None,
+                   n_groups: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Sum of ``weight`` over the intervals [start, end) open at each time, per group, as a step
+    function: change times [T] (starting at 0) and the value from each time on [T, n_groups]."""
+    group = np.zeros(len(start), int) if group is None else np.asarray(group, int)
+    times = np.concatenate([start, end]).astype(float)
+    cols = np.concatenate([group, group])
+    deltas = np.concatenate([weight, -np.asarray(weight)]).astype(float)
     order = np.argsort(times, kind="stable")
-    grid = np.zeros((len(times) + 1, n_nodes))
+    grid = np.zeros((len(times) + 1, n_groups))
     grid[np.arange(1, len(times) + 1), cols[order]] = deltas[order]
     return np.concatenate([[0.0], times[order]]), np.cumsum(grid, axis=0)
 
 
-def owed_and_delivered(events: pd.DataFrame, jobs: pd.DataFrame, att: pd.DataFrame, held_s: np.ndarray,
-                       tree: BudgetTree, window: Window, gpus_per_node: int) -> pd.DataFrame:
-    """Per budget node: entitlement, owed and delivered GPU-seconds over the window, and impact
-    (delivered up to owed, over owed; 1 where nothing was owed). ``held_s`` is per attempt."""
+def step_integral(times: np.ndarray, values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Integral from ``times[0]`` up to each edge of a step function (``values[k]`` from
+    ``times[k]`` on; [T] or [T, n]); edges are not before ``times[0]``."""
+    values = np.asarray(values, dtype=float)
+    shape = (-1,) + (1,) * (values.ndim - 1)
+    cum = np.cumsum(values[:-1] * np.diff(times).reshape(shape), axis=0)
+    cum = np.concatenate([np.zeros((1,) + values.shape[1:]), cum])
+    k = np.searchsorted(times, edges, side="right") - 1
+    return cum[k] + values[k] * (np.asarray(edges) - times[k]).reshape(shape)
+
+
+def owed_steps(events: pd.DataFrame, jobs: pd.DataFrame, tree: BudgetTree, window: Window,
+               gpus_per_node: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Owed GPUs per budget node as a step function: change times [T], healthy GPUs [T] and
+    owed rates [T, nodes] (demand-capped water-filling of healthy capacity down the tree)."""
     t_d, demand = demand_steps(jobs, tree.size, gpus_per_node, window)
     t_c, cap = capacity_steps(events, window.capacity, gpus_per_node)
     times = np.union1d(t_d, t_c)
     d = demand[np.searchsorted(t_d, times, side="right") - 1]
     a = cap[np.searchsorted(t_c, times, side="right") - 1].astype(float)
+    return times, a, tree.owed_rates(a, d)
+
+
+def owed_and_delivered(events: pd.DataFrame, jobs: pd.DataFrame, att: pd.DataFrame, held_s: np.ndarray,
+                       tree: BudgetTree, window: Window, gpus_per_node: int) -> pd.DataFrame:
+    """Per budget node: entitlement, owed and delivered GPU-seconds over the window, and impact:
+    over the leaves beneath a node (the node itself if a leaf), delivered up to owed over owed
+    (1 where nothing was owed), so the root's impact is the headline one. ``held_s`` is per attempt."""
+    times, a, rates = owed_steps(events, jobs, tree, window, gpus_per_node)
     dur = clipped(times, np.append(times[1:], np.inf), window)
-    rates = tree.owed_rates(a, d)
     owed = (rates * dur[:, None]).sum(axis=0)
     att_leaf = att["job_id"].map(jobs.set_index("job_id")["leaf"]).to_numpy(int)
     funded = att_leaf >= 0
     per_leaf = np.bincount(att_leaf[funded], weights=held_s[funded], minlength=tree.size)
     delivered = tree.subtree_sum(per_leaf)
     entitled = tree.fraction * float((a * dur).sum())
-    with np.errstate(divide="ignore", invalid="ignore"):
-        impact = np.where(owed > 0, np.minimum(delivered, owed) / owed, 1.0)
     return pd.DataFrame({"node": list(tree.names), "leaf": [i in set(tree.leaves) for i in range(tree.size)],
                          "fraction": tree.fraction, "entitled_gpu_s": entitled, "owed_gpu_s": owed,
-                         "delivered_gpu_s": delivered, "impact": impact})
+                         "delivered_gpu_s": delivered, "impact": subtree_impact(tree, delivered, owed)})
+
+
+def subtree_impact(tree: BudgetTree, delivered: np.ndarray, owed: np.ndarray) -> np.ndarray:
+    """Per node: sum over the leaves beneath of min(delivered, owed) / sum of their owed (1 where
+    nothing was owed). One definition at every level: the root's value is the headline impact."""
+    at_leaves = np.zeros(tree.size)
+    at_leaves[list(tree.leaves)] = 1.0
+    got = tree.subtree_sum(np.minimum(delivered, owed) * at_leaves)
+    due = tree.subtree_sum(owed * at_leaves)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(due > 0, got / due, 1.0)
 
 
 def percentiles(values: pd.Series) -> dict[str, float | int | None]:
@@ -169,10 +203,15 @@ def wait_stats(table: pd.DataFrame, window: Window,
                column: str = "wait_s") -> tuple[dict[str, object], dict[str, object]]:
     """Waits of jobs submitted in the window (first-start ``wait_s``, or total ``queued_s``
     including requeues): overall, by kind and by size bucket."""
-    inside = table[(table["submit_s"] >= window.t0) & (table["submit_s"] < window.t1)]
+    inside = submitted_in(table, window)
     by_kind = {k: percentiles(g[column]) for k, g in inside.groupby("kind", sort=True)}
     by_size = {b: percentiles(g[column]) for b, g in inside.groupby(size_bucket(inside["gpus"]), sort=False)}
     return {"all": percentiles(inside[column]), **by_kind}, by_size
+
+
+def submitted_in(table: pd.DataFrame, window: Window) -> pd.DataFrame:
+    """Rows of the per-job table submitted in the reporting window (whose waits are reported)."""
+    return table[(table["submit_s"] >= window.t0) & (table["submit_s"] < window.t1)]
 
 
 def jain(x: np.ndarray) -> float:
@@ -207,7 +246,7 @@ def summarise(events: pd.DataFrame, trace: pd.DataFrame, tree: BudgetTree, windo
         "occupancy_funded": _ratio(held_s[funded].sum(), healthy),
         "occupancy_unallocated": _ratio(held_s[~funded].sum(), healthy),
         "utilization": _ratio(_useful_gpu_s(att, table, window), healthy),
-        "impact": float(got.sum() / owed.sum()) if owed.sum() else 1.0,
+        "impact": float(budget["impact"].iloc[ROOT]),  # the root row: one definition of impact
         "impact_strict": float(strict),
         "unallocated_share": _ratio(held_s[~funded].sum(), held_s.sum()),
         "preemptions": len(preempts),
@@ -267,16 +306,25 @@ def held_gpu_s(att: pd.DataFrame, down: pd.DataFrame, window: Window, gpus_per_n
     """GPU-seconds each attempt held inside the window on healthy nodes. Time on a failed node
     (manual repair: jobs land there until a person drains it) is not occupancy."""
     held = att["gpus"].to_numpy() * clipped(att["start_s"].to_numpy(), att["end_s"].to_numpy(), window)
+    pairs = down_overlaps(att, down, gpus_per_node)
+    lost = pairs["gpus"].to_numpy() * clipped(pairs["start_s"].to_numpy(), pairs["end_s"].to_numpy(), window)
+    return held - np.bincount(pairs["attempt"].to_numpy(int), weights=lost, minlength=len(att))
+
+
+def down_overlaps(att: pd.DataFrame, down: pd.DataFrame, gpus_per_node: int) -> pd.DataFrame:
+    """Where attempts ran on a node while it was down: attempt (position in ``att``), start_s,
+    end_s (end >= start) and the GPUs the attempt held on that node."""
     if down.empty or att.empty:
-        return held
+        return pd.DataFrame({"attempt": np.zeros(0, int), "start_s": np.zeros(0), "end_s": np.zeros(0),
+                             "gpus": np.zeros(0)})
     rows = att.assign(attempt=np.arange(len(att)), share=np.minimum(att["gpus"].to_numpy(), gpus_per_node))
     rows = rows.assign(node=rows["nodes"].str.split(",")).explode("node")
     rows["node"] = rows["node"].astype(int)
     pairs = rows.merge(down, on="node")
     start = np.maximum(pairs["start_s"].to_numpy(), pairs["down_s"].to_numpy())
     end = np.minimum(pairs["end_s"].to_numpy(), pairs["up_s"].to_numpy())
-    lost = pairs["share"].to_numpy() * clipped(start, np.maximum(start, end), window)
-    return held - np.bincount(pairs["attempt"].to_numpy(), weights=lost, minlength=len(att))
+    return pd.DataFrame({"attempt": pairs["attempt"].to_numpy(), "start_s": start, "end_s": np.maximum(start, end),
+                         "gpus": pairs["share"].to_numpy(dtype=float)})
 
 
 def health_summary(events: pd.DataFrame, att: pd.DataFrame, window: Window, horizon_s: float) -> dict[str, object]:
@@ -323,33 +371,3 @@ def health_series(events: pd.DataFrame, capacity: int, gpus_per_node: int, horiz
         "auto_repairs": count(down.loc[down["repair"] == "automatic", "up_s"].to_numpy()),
         "human_repairs": count(down.loc[down["repair"] == "human", "up_s"].to_numpy()),
     })
-
-
-# ----- fairness over time ---------------------------------------------------------------------
-def share_series(events: pd.DataFrame, table: pd.DataFrame, tree: BudgetTree, capacity: int,
-                 gpus_per_node: int, horizon_s: float, bucket_s: float) -> pd.DataFrame:
-    """Per time bucket and budget leaf: its share of healthy capacity delivered to its funded
-    jobs, next to its entitled share (long form: t_s, project, delivered_share, entitled_share).
-    ``table`` is the per-job table with its ``leaf`` column (``SimResult.jobs``)."""
-    att = attempts(events, horizon_s)
-    att = att.assign(leaf=att["job_id"].map(table.set_index("job_id")["leaf"]).to_numpy(int))
-    att = att[att["leaf"] >= 0]
-    edges = np.append(np.arange(0.0, horizon_s, bucket_s), horizon_s)
-    healthy = np.array([healthy_gpu_s(events, Window(a, b, capacity), gpus_per_node)
-                        for a, b in itertools.pairwise(edges)])
-    rows = []
-    for node in tree.leaves:
-        mine = att[att["leaf"] == node]
-        times = np.concatenate([mine["start_s"], mine["end_s"]])
-        rate = np.concatenate([mine["gpus"], -mine["gpus"]]).astype(float)
-        order = np.argsort(times, kind="stable")
-        t, r = times[order], np.cumsum(rate[order])
-        cum = np.concatenate([[0.0], np.cumsum(r[:-1] * np.diff(t))]) if len(t) else np.zeros(0)
-        at_edges = np.interp(edges, t, cum, left=0.0, right=cum[-1] if len(cum) else 0.0) if len(t) else 0 * edges
-        delivered = np.diff(at_edges)
-        rows.append(pd.DataFrame({"t_s": edges[:-1], "project": tree.names[node],
-                                  "delivered_share": np.divide(delivered, healthy, out=np.zeros_like(delivered),
-                                                               where=healthy > 0),
-                                  "entitled_share": tree.fraction[node]}))
-    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
-        columns=["t_s", "project", "delivered_share", "entitled_share"])

@@ -1,13 +1,10 @@
-"""One entry point: ``simulate(config, trace, budgets) -> SimResult``."""
+"""One entry point: ``simulate(config, trace, budgets) -> SimResult`` (``SimResult`` lives in
+``impactlab.results``; it is re-exported here)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from dataclasses import dataclass, field
-from functools import cached_property
-from pathlib import Path
 from typing import Literal
 
 import pandas as pd
@@ -19,71 +16,11 @@ from .config import SimConfig
 from .engine import Engine
 from .events import events_frame, jobs_from_trace
 from .generator import generate
-from .metrics import Window, health_series, share_series, summarise
 from .policies import Policy, make_policy
+from .results import SimResult
 from .trace import TraceError, validate_trace
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class SimResult:
-    """A finished run: its config and inputs, the event log and everything derived from it."""
-
-    config: SimConfig
-    trace: pd.DataFrame
-    tree: BudgetTree
-    events: pd.DataFrame
-    sim_wall_s: float
-    #: Projects named in the trace but not in the budget tree (job counts); their jobs ran unallocated.
-    unknown_projects: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def window(self) -> Window:
-        """The reporting window (after the warm-up)."""
-        return Window(self.config.warmup_s, self.config.horizon_s, self.config.gpus)
-
-    @cached_property
-    def _derived(self) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
-        return summarise(self.events, self.trace, self.tree, self.window, self.config.gpus_per_node,
-                         self.config.horizon_s)
-
-    @property
-    def jobs(self) -> pd.DataFrame:
-        """Per-job table derived from the event log."""
-        return self._derived[1]
-
-    @property
-    def budgets(self) -> pd.DataFrame:
-        """Per budget node: entitled, owed and delivered GPU-seconds in the window."""
-        return self._derived[2]
-
-    def health_series(self, bucket_s: float = 3600.0) -> pd.DataFrame:
-        """Per time bucket: mean healthy GPUs, failures and repairs by kind."""
-        return health_series(self.events, self.config.gpus, self.config.gpus_per_node, self.config.horizon_s,
-                             bucket_s)
-
-    def share_series(self, bucket_s: float = 6 * 3600.0) -> pd.DataFrame:
-        """Per time bucket and project: delivered share of healthy capacity against entitlement."""
-        return share_series(self.events, self.jobs, self.tree, self.config.gpus, self.config.gpus_per_node,
-                            self.config.horizon_s, bucket_s)
-
-    def summary(self) -> dict:
-        """Headline metrics (fractions in [0, 1], waits in seconds) with the run's identity."""
-        head = {"policy": self.config.policy, "gpus": self.config.gpus, "sim_wall_s": self.sim_wall_s}
-        return {**head, **self._derived[0]}
-
-    def save(self, out: str | Path) -> Path:
-        """Write events, jobs and budgets (Parquet) and summary + config (JSON) into ``out``."""
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        self.events.to_parquet(out / "events.parquet", index=False)
-        self.jobs.to_parquet(out / "jobs.parquet", index=False)
-        self.budgets.to_parquet(out / "budgets.parquet", index=False)
-        (out / "summary.json").write_text(json.dumps(self.summary(), indent=2))
-        config = {"config": self.config.to_dict(), "budgets": self.tree.to_dict()}
-        (out / "config.json").write_text(json.dumps(config, indent=2))
-        return out
 
 
 def simulate(config: SimConfig | None = None, trace: pd.DataFrame | None = None,
@@ -101,9 +38,11 @@ def simulate(config: SimConfig | None = None, trace: pd.DataFrame | None = None,
     if trace is None:
         workload = generate(config.generator())
         trace, tree = workload.trace, budgets or workload.tree
+        provenance = {"source": "synthetic", "seed": config.seed, "rows": len(trace)}
     else:
         trace = validate_trace(trace, max_gpus=config.gpus)
         tree = budgets or _flat_tree(trace)
+        provenance = {"source": "dataframe", "rows": len(trace)}
     too_big = trace["gpus"] > config.gpus
     if too_big.any():
         row = int(too_big.to_numpy().argmax())
@@ -117,7 +56,8 @@ def simulate(config: SimConfig | None = None, trace: pd.DataFrame | None = None,
     event_log = engine.run()
     wall = time.perf_counter() - began
     log.info("%s: %d jobs, %d events in %.2f s", config.policy, len(jobs), len(event_log), wall)
-    return SimResult(config, trace, tree, events_frame(event_log), wall, unknown_projects=unknown)
+    return SimResult(config, trace, tree, events_frame(event_log), wall, unknown_projects=unknown,
+                     provenance=provenance)
 
 
 def _flat_tree(trace: pd.DataFrame) -> BudgetTree:

@@ -124,9 +124,9 @@ def test_share_series_by_hand():
     # p (share 1 of 2) runs 8 GPUs of 8 for the first half hour of a 2-hour run.
     rows = [{"job_id": "a", "submit_s": 0, "project": "p", "gpus": 8, "duration_s": 1800}]
     result = run_tiny(rows, policy="fifo", gpus=8, horizon_s=7200, budgets=BudgetTree.flat({"p": 1, "q": 1}))
-    series = result.share_series(bucket_s=3600).set_index(["project", "t_s"])
+    series = result.share_series(bucket_s=3600).set_index(["node", "t_h"])
     assert series.loc[("p", 0.0), "delivered_share"] == pytest.approx(0.5)
-    assert series.loc[("p", 3600.0), "delivered_share"] == 0.0
+    assert series.loc[("p", 1.0), "delivered_share"] == 0.0
     assert series.loc[("q", 0.0), "delivered_share"] == 0.0
     assert (series["entitled_share"] == 0.5).all()
 

@@ -1,0 +1,239 @@
+"""A finished run (``SimResult``): its inputs, the event log, and everything derived from them.
+
+Headline numbers come from ``summary()`` (nested) or ``metrics()`` (flat, for sweeps and
+``metrics_frame``); long-form tables for charts from the table methods (``impactlab.tables``).
+``save``/``load`` round-trip a run through a directory of Parquet and JSON files.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from . import tables
+from .budgets import BudgetTree
+from .config import HealthConfig, SimConfig
+from .events import EVENT_DTYPES
+from .metrics import SIZE_BUCKETS, Window, attempts, down_intervals, health_series, summarise
+from .units import HOUR_S
+
+#: Scalar keys of ``summary()`` that ``metrics()`` keeps as they are.
+SCALAR_METRICS = ("jobs", "availability", "occupancy", "occupancy_funded", "occupancy_unallocated",
+                  "utilization", "impact", "impact_strict", "unallocated_share", "jain", "requested_ratio",
+                  "preemptions", "lost_gpu_hours", "withdrawn", "node_failures", "human_repairs",
+                  "auto_repairs", "jobs_hit", "failure_lost_gpu_hours")
+QUANTILE_NAMES = ("p50", "p90", "p99")
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """A finished run: its config and inputs, the event log and everything derived from it."""
+
+    config: SimConfig
+    trace: pd.DataFrame
+    tree: BudgetTree
+    events: pd.DataFrame
+    sim_wall_s: float
+    #: Projects named in the trace but not in the budget tree (job counts); their jobs ran unallocated.
+    unknown_projects: dict[str, int] = field(default_factory=dict)
+    #: Where the trace came from: path/format/sha256/rows kept and skipped, or {"source": "synthetic", ...}.
+    provenance: dict = field(default_factory=dict)
+    label: str = ""  # display name of the run; "" -> the policy
+
+    @property
+    def run(self) -> str:
+        """The run's display name: its label, else its policy."""
+        return self.label or self.config.policy
+
+    @property
+    def window(self) -> Window:
+        """The reporting window (after the warm-up)."""
+        return Window(self.config.warmup_s, self.config.horizon_s, self.config.gpus)
+
+    @cached_property
+    def _derived(self) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+        return summarise(self.events, self.trace, self.tree, self.window, self.config.gpus_per_node,
+                         self.config.horizon_s)
+
+    @cached_property
+    def _attempts(self) -> pd.DataFrame:
+        return attempts(self.events, self.config.horizon_s)
+
+    @cached_property
+    def _down(self) -> pd.DataFrame:
+        return down_intervals(self.events, self.config.horizon_s)
+
+    @property
+    def jobs(self) -> pd.DataFrame:
+        """Per-job table derived from the event log."""
+        return self._derived[1]
+
+    @property
+    def budgets(self) -> pd.DataFrame:
+        """Per budget node: entitled, owed and delivered GPU-seconds in the window, and impact."""
+        return self._derived[2]
+
+    def summary(self) -> dict:
+        """Headline metrics (fractions in [0, 1], waits in seconds) with the run's identity."""
+        head = {"policy": self.config.policy, "gpus": self.config.gpus, "sim_wall_s": self.sim_wall_s}
+        return {**head, **self._derived[0]}
+
+    def metrics(self) -> dict[str, float | int]:
+        """Headline metrics as one flat dict of numbers (no wall time): see ``flat_metrics``."""
+        return flat_metrics(self._derived[0], tables._kinds(self.trace))
+
+    # ----- long-form tables ------------------------------------------------------------------------
+    def _tagged(self, table: pd.DataFrame) -> pd.DataFrame:
+        """The table with the run's ``run`` and ``policy`` as its first columns."""
+        return table.assign(run=self.run, policy=self.config.policy)[["run", "policy", *table.columns]]
+
+    def _edges(self, bucket_s: float | None = None) -> Any:
+        """Time-series bucket edges: ``bucket_s`` or the adaptive nice size."""
+        horizon = self.config.horizon_s
+        return tables.bucket_edges(horizon, bucket_s or tables.bucket_size(horizon))
+
+    def health_series(self, bucket_s: float = 3600.0) -> pd.DataFrame:
+        """Per time bucket: mean healthy GPUs, failures and repairs by kind."""
+        return health_series(self.events, self.config.gpus, self.config.gpus_per_node, self.config.horizon_s,
+                             bucket_s)
+
+    def wait_quantiles(self) -> pd.DataFrame:
+        """First-start wait p50/p90/p99 by kind and by size bucket (``tables.wait_quantiles``)."""
+        return self._tagged(tables.wait_quantiles(self.jobs, self.window))
+
+    def wait_cdf(self, points: int = 60) -> pd.DataFrame:
+        """Empirical CDF of first-start waits per kind and "all" (``tables.wait_cdf``)."""
+        return self._tagged(tables.wait_cdf(self.jobs, self.window, points))
+
+    def wait_by_size(self) -> pd.DataFrame:
+        """First-start waits per exact gang size (``tables.wait_by_size``)."""
+        return self._tagged(tables.wait_by_size(self.jobs, self.window))
+
+    def preemption_series(self, bucket_s: float | None = None) -> pd.DataFrame:
+        """Preemptions and lost GPU-hours per time bucket and kind (``tables.preemption_series``)."""
+        return self._tagged(tables.preemption_series(self._attempts, self.trace, self._edges(bucket_s)))
+
+    def preemptions_by_kind(self) -> pd.DataFrame:
+        """Preemptions in the reporting window per kind (``tables.preemptions_by_kind``)."""
+        return self._tagged(tables.preemptions_by_kind(self._attempts, self.trace, self.window))
+
+    def share_series(self, bucket_s: float | None = None) -> pd.DataFrame:
+        """Delivered, entitled and owed shares of healthy capacity per time bucket, for projects and
+        programs (``tables.share_series``); ``bucket_s`` overrides the adaptive bucket."""
+        c = self.config
+        edges = tables.bucket_edges(c.horizon_s, bucket_s) if bucket_s else tables.share_edges(self.tree, c.horizon_s)
+        return self._tagged(tables.share_series(self.events, self._attempts, self.jobs, self._down, self.tree,
+                                                c.gpus, c.gpus_per_node, c.horizon_s, edges))
+
+    def pyramid_series(self, bucket_s: float | None = None) -> pd.DataFrame:
+        """Availability, occupancy (all, funded, unallocated) and utilization per time bucket."""
+        c = self.config
+        return self._tagged(tables.pyramid_series(self.events, self._attempts, self.jobs, self._down, c.gpus,
+                                                  c.gpus_per_node, self._edges(bucket_s)))
+
+    def queue_series(self, bucket_s: float | None = None) -> pd.DataFrame:
+        """Time-averaged queued jobs and GPUs per time bucket and kind (``tables.queue_series``)."""
+        return self._tagged(tables.queue_series(self.events, self.trace, self._edges(bucket_s)))
+
+    def gantt(self, t0_h: float | None = None, t1_h: float | None = None, max_rows: int = 3000) -> pd.DataFrame:
+        """Attempts per node between ``t0_h`` (default: the window's start) and ``t1_h`` (default:
+        the horizon), lowest nodes first, at most ``max_rows`` rows (``tables.gantt``)."""
+        t0 = self.window.t0 if t0_h is None else t0_h * HOUR_S
+        t1 = self.config.horizon_s if t1_h is None else t1_h * HOUR_S
+        return self._tagged(tables.gantt(self._attempts, self.jobs, t0, t1, max_rows))
+
+    # ----- files -----------------------------------------------------------------------------------
+    def save(self, out: str | Path) -> Path:
+        """Write events, trace, jobs and budgets (Parquet), summary and config (JSON) into ``out``;
+        ``SimResult.load(out)`` reads the run back."""
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        self.events.to_parquet(out / "events.parquet", index=False)
+        self.trace.to_parquet(out / "trace.parquet", index=False)
+        self.jobs.to_parquet(out / "jobs.parquet", index=False)
+        self.budgets.to_parquet(out / "budgets.parquet", index=False)
+        (out / "summary.json").write_text(json.dumps(self.summary(), indent=2, default=_plain))
+        config = {"config": self.config.to_dict(), "budgets": self.tree.to_dict(), "label": self.label,
+                  "provenance": self.provenance, "unknown_projects": self.unknown_projects,
+                  "sim_wall_s": self.sim_wall_s}
+        (out / "config.json").write_text(json.dumps(config, indent=2, default=_plain))
+        return out
+
+    @classmethod
+    def load(cls, path: str | Path) -> SimResult:
+        """Read a run written by ``save``: its config, budget tree, trace and event log."""
+        path = Path(path)
+        saved = json.loads((path / "config.json").read_text())
+        events = pd.read_parquet(path / "events.parquet").astype(EVENT_DTYPES)
+        return cls(config=config_from_dict(saved["config"]), trace=pd.read_parquet(path / "trace.parquet"),
+                   tree=BudgetTree.from_dict(saved["budgets"]), events=events,
+                   sim_wall_s=float(saved.get("sim_wall_s", 0.0)),
+                   unknown_projects=saved.get("unknown_projects", {}), provenance=saved.get("provenance", {}),
+                   label=saved.get("label", ""))
+
+
+def flat_metrics(summary: Mapping[str, Any], kinds: Iterable[str]) -> dict[str, float | int]:
+    """A ``summary()`` as one flat dict of numbers: the scalar metrics, ``preemptions.<kind>``
+    per kind, and ``wait_<q>_s.<group>`` / ``queued_<q>_s.<group>`` for q in p50, p90, p99 and
+    group in all, the kinds and ``size_<bucket>`` (waits only). NaN where there are no jobs."""
+    kinds = list(kinds)
+    out: dict[str, float | int] = {key: summary[key] for key in SCALAR_METRICS}
+    by_kind = summary["preemptions_by_kind"]
+    out.update({f"preemptions.{k}": int(by_kind.get(k, 0)) for k in kinds})
+    groups = [(g, g) for g in ("all", *kinds)]
+    sizes = [(f"size_{name}", name) for _, _, name in SIZE_BUCKETS]
+    for prefix, stats, names in (("wait", summary["wait_s"], groups), ("wait", summary["wait_by_size_s"], sizes),
+                                 ("queued", summary["queued_s"], groups)):
+        for q in QUANTILE_NAMES:
+            out.update({f"{prefix}_{q}_s.{name}": _number(stats.get(key, {}).get(q)) for name, key in names})
+    return out
+
+
+def _number(value: float | None) -> float:
+    """A quantile as a float, NaN when there was nothing to measure."""
+    return math.nan if value is None else float(value)
+
+
+def metrics_frame(results: Iterable[SimResult]) -> pd.DataFrame:
+    """One row per run: run, policy, the flat config columns, ``metrics()`` and sim_wall_s."""
+    rows = [{"run": r.run, "policy": r.config.policy, **config_flat(r.config), **r.metrics(),
+             "sim_wall_s": r.sim_wall_s} for r in results]
+    return pd.DataFrame(rows)
+
+
+def config_flat(config: SimConfig) -> dict[str, Any]:
+    """Every parameter of a config by name: ``config.flat()`` where the config has it, else its
+    ``to_dict()`` with nested mappings (health, policy knobs) flattened to their keys."""
+    if hasattr(config, "flat"):
+        return dict(config.flat())
+    out: dict[str, Any] = {}
+    for key, value in config.to_dict().items():
+        if isinstance(value, Mapping):
+            # nested keys by their own names, as declared parameters are; a clash keeps the path
+            out.update({(f"{key}.{k}" if k in out or hasattr(config, k) else k): v for k, v in value.items()})
+        else:
+            out[key] = value
+    return out
+
+
+def config_from_dict(d: Mapping[str, Any]) -> SimConfig:
+    """A SimConfig from its ``to_dict()`` form (``SimConfig.from_dict`` where it exists)."""
+    if hasattr(SimConfig, "from_dict"):
+        return SimConfig.from_dict(d)
+    known = {f.name for f in fields(SimConfig)}
+    kwargs = {k: v for k, v in d.items() if k in known}
+    if isinstance(kwargs.get("health"), Mapping):
+        kwargs["health"] = HealthConfig(**kwargs["health"])
+    return SimConfig(**kwargs)
+
+
+def _plain(value: Any) -> Any:
+    """JSON fallback: NumPy scalars as Python numbers, anything else as its string."""
+    return value.item() if hasattr(value, "item") else str(value)
