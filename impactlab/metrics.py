@@ -323,8 +323,8 @@ def down_overlaps(att: pd.DataFrame, down: pd.DataFrame, gpus_per_node: int) -> 
     pairs = rows.merge(down, on="node")
     start = np.maximum(pairs["start_s"].to_numpy(), pairs["down_s"].to_numpy())
     end = np.minimum(pairs["end_s"].to_numpy(), pairs["up_s"].to_numpy())
-    return pd.DataFrame({"attempt": pairs["attempt"].to_numpy(), "start_s": start, "end_s": np.maximum(start, end),
-                         "gpus": pairs["share"].to_numpy(dtype=float)})
+    return pd.DataFrame({"attempt": pairs["attempt"].to_numpy(), "start_s": start,
+                         "end_s": np.maximum(start, end), "gpus": pairs["share"].to_numpy(dtype=float)})
 
 
 def health_summary(events: pd.DataFrame, att: pd.DataFrame, window: Window, horizon_s: float) -> dict[str, object]:

@@ -128,7 +128,8 @@ class SimResult:
         """Delivered, entitled and owed shares of healthy capacity per time bucket, for projects and
         programs (``tables.share_series``); ``bucket_s`` overrides the adaptive bucket."""
         c = self.config
-        edges = tables.bucket_edges(c.horizon_s, bucket_s) if bucket_s else tables.share_edges(self.tree, c.horizon_s)
+        edges = (tables.bucket_edges(c.horizon_s, bucket_s) if bucket_s
+                 else tables.share_edges(self.tree, c.horizon_s))
         return self._tagged(tables.share_series(self.events, self._attempts, self.jobs, self._down, self.tree,
                                                 c.gpus, c.gpus_per_node, c.horizon_s, edges))
 
@@ -142,7 +143,8 @@ class SimResult:
         """Time-averaged queued jobs and GPUs per time bucket and kind (``tables.queue_series``)."""
         return self._tagged(tables.queue_series(self.events, self.trace, self._edges(bucket_s)))
 
-    def gantt(self, t0_h: float | None = None, t1_h: float | None = None, max_rows: int = 3000) -> pd.DataFrame:
+    def gantt(self, t0_h: float | None = None, t1_h: float | None = None,
+              max_rows: int = 3000) -> pd.DataFrame:
         """Attempts per node between ``t0_h`` (default: the window's start) and ``t1_h`` (default:
         the horizon), lowest nodes first, at most ``max_rows`` rows (``tables.gantt``)."""
         t0 = self.window.t0 if t0_h is None else t0_h * HOUR_S
@@ -162,7 +164,9 @@ class SimResult:
         (out / "summary.json").write_text(json.dumps(self.summary(), indent=2, default=_plain))
         config = {"config": self.config.to_dict(), "budgets": self.tree.to_dict(), "label": self.label,
                   "provenance": self.provenance, "unknown_projects": self.unknown_projects,
-                  "sim_wall_s": self.sim_wall_s}
+                  "sim_wall_s": self.sim_wall_s,
+                  # Parquet reads text back as strings, not objects: keep the trace's own dtypes
+                  "trace_dtypes": {col: str(dtype) for col, dtype in self.trace.dtypes.items()}}
         (out / "config.json").write_text(json.dumps(config, indent=2, default=_plain))
         return out
 
@@ -172,7 +176,8 @@ class SimResult:
         path = Path(path)
         saved = json.loads((path / "config.json").read_text())
         events = pd.read_parquet(path / "events.parquet").astype(EVENT_DTYPES)
-        return cls(config=config_from_dict(saved["config"]), trace=pd.read_parquet(path / "trace.parquet"),
+        trace = pd.read_parquet(path / "trace.parquet").astype(saved.get("trace_dtypes", {}))
+        return cls(config=config_from_dict(saved["config"]), trace=trace,
                    tree=BudgetTree.from_dict(saved["budgets"]), events=events,
                    sim_wall_s=float(saved.get("sim_wall_s", 0.0)),
                    unknown_projects=saved.get("unknown_projects", {}), provenance=saved.get("provenance", {}),
@@ -189,7 +194,8 @@ def flat_metrics(summary: Mapping[str, Any], kinds: Iterable[str]) -> dict[str, 
     out.update({f"preemptions.{k}": int(by_kind.get(k, 0)) for k in kinds})
     groups = [(g, g) for g in ("all", *kinds)]
     sizes = [(f"size_{name}", name) for _, _, name in SIZE_BUCKETS]
-    for prefix, stats, names in (("wait", summary["wait_s"], groups), ("wait", summary["wait_by_size_s"], sizes),
+    for prefix, stats, names in (("wait", summary["wait_s"], groups),
+                                 ("wait", summary["wait_by_size_s"], sizes),
                                  ("queued", summary["queued_s"], groups)):
         for q in QUANTILE_NAMES:
             out.update({f"{prefix}_{q}_s.{name}": _number(stats.get(key, {}).get(q)) for name, key in names})

@@ -143,9 +143,10 @@ def preemption_series(att: pd.DataFrame, trace: pd.DataFrame, edges: np.ndarray)
     cell = _bucket(cost["t_s"].to_numpy(), edges) * len(kinds) + \
         pd.Categorical(cost["kind"], categories=kinds).codes
     n = (len(edges) - 1) * len(kinds)
-    return pd.DataFrame({"t_h": np.repeat(edges[:-1] / HOUR_S, len(kinds)), "kind": np.tile(kinds, len(edges) - 1),
-                         "preemptions": np.bincount(cell, minlength=n).astype(int),
-                         "lost_gpu_hours": np.bincount(cell, weights=cost["lost_gpu_s"], minlength=n) / HOUR_S})
+    lost = np.bincount(cell, weights=cost["lost_gpu_s"], minlength=n) / HOUR_S
+    return pd.DataFrame({"t_h": np.repeat(edges[:-1] / HOUR_S, len(kinds)),
+                         "kind": np.tile(kinds, len(edges) - 1),
+                         "preemptions": np.bincount(cell, minlength=n).astype(int), "lost_gpu_hours": lost})
 
 
 def preemptions_by_kind(att: pd.DataFrame, trace: pd.DataFrame, window: Window) -> pd.DataFrame:
@@ -166,7 +167,8 @@ def preemptions_by_kind(att: pd.DataFrame, trace: pd.DataFrame, window: Window) 
 
 
 # ----- capacity: the pyramid and the shares -------------------------------------------------------
-def healthy_per_bucket(events: pd.DataFrame, capacity: int, gpus_per_node: int, edges: np.ndarray) -> np.ndarray:
+def healthy_per_bucket(events: pd.DataFrame, capacity: int, gpus_per_node: int,
+                       edges: np.ndarray) -> np.ndarray:
     """Healthy GPU-seconds in each bucket."""
     t, a = capacity_steps(events, capacity, gpus_per_node)
     return per_bucket(t, a.astype(float), edges)
@@ -180,7 +182,8 @@ def held_per_bucket(att: pd.DataFrame, down: pd.DataFrame, group: np.ndarray, n_
     at = pairs["attempt"].to_numpy(int)
     start = np.concatenate([att["start_s"].to_numpy(), pairs["start_s"].to_numpy()])
     end = np.concatenate([att["end_s"].to_numpy(), pairs["end_s"].to_numpy()])
-    weight = np.concatenate([att["gpus"].to_numpy(float), -pairs["gpus"].to_numpy()])  # minus time on down nodes
+    # time on a node that is down counts against the attempt that sat there
+    weight = np.concatenate([att["gpus"].to_numpy(float), -pairs["gpus"].to_numpy()])
     groups = np.concatenate([group, group[at]])
     keep = groups >= 0
     t, held = interval_steps(start[keep], end[keep], weight[keep], groups[keep], n_groups)
@@ -207,7 +210,8 @@ def pyramid_series(events: pd.DataFrame, att: pd.DataFrame, jobs: pd.DataFrame, 
 
 def share_edges(tree: BudgetTree, horizon_s: float) -> np.ndarray:
     """Buckets for ``share_series``: at most ``MAX_SHARE_ROWS`` rows over every node but the root."""
-    return bucket_edges(horizon_s, bucket_size(horizon_s, min(MAX_BUCKETS, MAX_SHARE_ROWS // max(tree.size - 1, 1))))
+    most = min(MAX_BUCKETS, MAX_SHARE_ROWS // max(tree.size - 1, 1))
+    return bucket_edges(horizon_s, bucket_size(horizon_s, most))
 
 
 def share_series(events: pd.DataFrame, att: pd.DataFrame, jobs: pd.DataFrame, down: pd.DataFrame,
@@ -257,7 +261,8 @@ def queue_series(events: pd.DataFrame, trace: pd.DataFrame, edges: np.ndarray) -
 
 
 # ----- gantt ---------------------------------------------------------------------------------------
-def gantt(att: pd.DataFrame, jobs: pd.DataFrame, t0_s: float, t1_s: float, max_rows: int = 3000) -> pd.DataFrame:
+def gantt(att: pd.DataFrame, jobs: pd.DataFrame, t0_s: float, t1_s: float,
+          max_rows: int = 3000) -> pd.DataFrame:
     """Attempts per node clipped to [t0_s, t1_s]: node, job_id, kind, funded, gpus_on_node,
     start_h, end_h. Keeps the lowest-numbered nodes whose rows fit in ``max_rows``."""
     live = att[(att["start_s"] < t1_s) & (att["end_s"] > t0_s)]
