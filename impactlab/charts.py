@@ -95,6 +95,9 @@ AI2_REFERENCE = {"impact": 0.98, "occupancy": 0.98, "unallocated_share": 0.18, "
 #: Ai2's debug p90 wait under its old priority scheduler ("about 2 h").
 AI2_LEGACY_DEBUG_P90_S = 7200.0
 
+#: Rows a chart may embed: Altair refuses 5,000; a few thousand keep a notebook light.
+ROW_BUDGET = 2400
+_MULTIPLES = (2, 3, 4, 6, 8, 12, 24, 48, 168, 336)
 _DURATION_TICKS = (
     (1, "1 s"),
     (10, "10 s"),
@@ -280,6 +283,18 @@ def _bucket_h(t_h: pd.Series) -> float:
     return float(steps.min()) if len(steps) else 1.0
 
 
+def _coarsen(table: pd.DataFrame, keys: list[str], how: dict[str, str], budget: int) -> pd.DataFrame:
+    """Merge k consecutive time buckets (k a nice multiple, so 1 h becomes 2 h, 3 h, 6 h, ...) until
+    the table has at most about ``budget`` rows. ``how``: "mean" for time-averaged values (the last,
+    possibly shorter bucket weighs as much as the others), "sum" for counts."""
+    if len(table) <= budget:
+        return table
+    k = next((k for k in _MULTIPLES if len(table) / k <= budget), _MULTIPLES[-1])
+    width = _bucket_h(table["t_h"]) * k
+    merged = table.assign(t_h=(table["t_h"] // width) * width)
+    return merged.groupby([*keys, "t_h"], as_index=False, sort=False).agg(how)
+
+
 def _warmup_rows(results: list, **columns: Any) -> pd.DataFrame:
     """One row per run spanning the warm-up (``day`` to ``day_end``), for a shaded band."""
     rows = [
@@ -389,6 +404,8 @@ def preemptions(results: Any) -> alt.VConcatChart:
     """Preemptions over time (stacked by kind) and, per kind, preemptions and GPU-hours lost."""
     rs = as_results(results)
     series = _table(rs, "preemption_series")
+    series = series[(series["preemptions"] > 0) | (series["lost_gpu_hours"] > 0)]  # empty bars draw nothing
+    series = _coarsen(series, ["run", "kind"], {"preemptions": "sum", "lost_gpu_hours": "sum"}, ROW_BUDGET)
     bucket = _bucket_h(series["t_h"]) if len(series) else 1.0
     horizon_h = series["run"].map({r.run: r.config.horizon_s / 3600.0 for r in rs})
     series = series.assign(
@@ -465,7 +482,10 @@ def shares(
     if table.empty:
         raise ValueError(f"no share series at level {level!r} (levels: 'project', 'program')")
     nodes = table.groupby("node")["entitled_share"].mean().sort_values(ascending=False).index[:top].tolist()
-    table = table[table["node"].isin(nodes)].assign(day=lambda d: _day(d["t_h"]))
+    table = table[table["node"].isin(nodes)]
+    # drawn three times over (delivered and owed per run, entitled once)
+    means = dict.fromkeys(["delivered_share", "entitled_share", "owed_share"], "mean")
+    table = _coarsen(table, ["run", "node"], means, ROW_BUDGET // 3).assign(day=lambda d: _day(d["t_h"]))
     lines = table.melt(
         id_vars=["run", "node", "day", "t_h"],
         value_vars=["delivered_share", "owed_share"],
@@ -534,7 +554,8 @@ def shares(
 def pyramid(results: Any) -> alt.FacetChart:
     """Ai2's pyramid over time: availability, occupancy (funded and unallocated stacked) and utilization."""
     rs = as_results(results)
-    table = _table(rs, "pyramid_series").assign(day=lambda d: _day(d["t_h"]))
+    table = _coarsen(_table(rs, "pyramid_series"), ["run", "metric"], {"value": "mean"}, ROW_BUDGET)
+    table = table.assign(day=lambda d: _day(d["t_h"]))
     bucket = _bucket_h(table["t_h"])
     names = {"occupancy_funded": "occupancy: funded", "occupancy_unallocated": "occupancy: unallocated"}
     table["metric"] = table["metric"].replace(names)
@@ -633,7 +654,9 @@ def queue(results: Any, measure: Literal["jobs", "gpus"] = "jobs") -> alt.FacetC
     if measure not in ("jobs", "gpus"):
         raise ValueError("measure is 'jobs' or 'gpus'")
     rs = as_results(results)
-    table = _table(rs, "queue_series").assign(day=lambda d: _day(d["t_h"]))
+    means = {"queued_jobs": "mean", "queued_gpus": "mean"}
+    table = _coarsen(_table(rs, "queue_series"), ["run", "kind"], means, ROW_BUDGET)
+    table = table.assign(day=lambda d: _day(d["t_h"]))
     bucket = _bucket_h(table["t_h"]) if len(table) else 1.0
     kinds = kind_scale(list(table["kind"].unique()) or ["other"])
     field = f"queued_{measure}"
@@ -739,7 +762,9 @@ def _gantt_panel(result: Any, table: pd.DataFrame, color: str, scale: alt.Scale)
     )
     layers = [bars, *_gantt_warmup(result, table)]
     height = min(600, max(120, 10 * len(nodes)))
-    return alt.layer(*layers).properties(width=WIDTH - 160, height=height, title=result.run)
+    shown = f"{result.run}: {len(nodes)} of {result.config.nodes} nodes (max_rows)"
+    title = result.run if len(nodes) >= result.config.nodes else shown
+    return alt.layer(*layers).properties(width=WIDTH - 160, height=height, title=title)
 
 
 def _gantt_warmup(result: Any, table: pd.DataFrame) -> list[alt.Chart]:

@@ -216,3 +216,21 @@ def test_fmt_duration_reads_like_a_person():
         "3 days",
     ]
     assert charts.fmt_duration(float("nan")) == "n/a"
+
+
+def test_coarsen_merges_nice_multiples_of_buckets_and_keeps_totals():
+    table = pd.DataFrame(
+        {"run": "r", "kind": "debug", "t_h": [float(h) for h in range(1000)], "preemptions": 1}
+    )
+    merged = charts._coarsen(table, ["run", "kind"], {"preemptions": "sum"}, budget=300)
+    assert len(merged) <= 300 and merged["preemptions"].sum() == 1000
+    assert set(merged["t_h"].diff().dropna()) == {4.0}  # 1 h -> 4 h: the first multiple that fits
+    assert charts._coarsen(table, ["run", "kind"], {"preemptions": "sum"}, budget=1000) is table
+
+
+def test_gantt_says_when_max_rows_dropped_nodes(runs):
+    spec = charts.gantt(runs[1], t0_h=30, t1_h=42, max_rows=40).to_dict()
+    assert (
+        spec["vconcat"][0]["title"].startswith("impactful: ")
+        and "of 4 nodes" in spec["vconcat"][0]["title"]
+    )
