@@ -17,7 +17,6 @@ vl-convert (no CDN); ``save_chart(chart, "x.svg" | "x.png" | "x.html")`` exports
 from __future__ import annotations
 
 import contextlib
-import logging
 import math
 import zlib
 from collections.abc import Sequence
@@ -26,8 +25,6 @@ from typing import Any, Literal
 
 import altair as alt
 import pandas as pd
-
-log = logging.getLogger(__name__)
 
 THEME = "impactlab"
 #: Width of a whole chart, in pixels: fits a notebook cell.
