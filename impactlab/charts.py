@@ -1,0 +1,932 @@
+"""Altair charts of finished runs: pure functions of the SimResult long-form tables.
+
+Every public chart takes one ``SimResult`` or a list of them, concatenates the tables the
+results already aggregate (each carries ``run`` and ``policy``), and returns an Altair chart.
+Charts never simulate and never read files; each embeds at most a few thousand rows.
+
+Colours are fixed per job kind, per policy (custom policies and repeated policies fall back to
+a categorical scheme) and per project, and set on the encodings, so a chart looks the same
+under any theme. Importing this module *registers* the Altair theme ``"impactlab"`` (the
+Altair plug-in idiom) but does not enable it: ``enable_offline()`` enables it for notebooks,
+``save_chart()`` uses it while exporting, ``alt.theme.enable("impactlab")`` does it by hand.
+
+Offline: ``enable_offline()`` makes Jupyter/Voila draw charts with JavaScript bundled by
+vl-convert (no CDN); ``save_chart(chart, "x.svg" | "x.png" | "x.html")`` exports without internet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import altair as alt
+import pandas as pd
+
+THEME = "impactlab"
+#: Width of a whole chart, in pixels: fits a notebook cell.
+WIDTH = 640
+#: Waits are drawn on a log axis; shorter waits (zero included) are drawn at this floor.
+WAIT_FLOOR_S = 1.0
+
+KIND_ORDER = ("debug", "interactive", "eval", "training", "pretrain", "sweep", "other")
+KIND_COLORS = {
+    "debug": "#d62728",
+    "interactive": "#ff7f0e",
+    "eval": "#2ca02c",
+    "training": "#1f77b4",
+    "pretrain": "#9467bd",
+    "sweep": "#8c564b",
+    "other": "#7f7f7f",
+}
+POLICY_COLORS = {"fifo": "#9e9e9e", "legacy": "#e6550d", "fairshare": "#6baed6", "impactful": "#08519c"}
+#: For custom policies, and for a second run of the same policy.
+FALLBACK_COLORS = (
+    "#31a354",
+    "#756bb1",
+    "#e7298a",
+    "#bcbd22",
+    "#17becf",
+    "#8c6d31",
+    "#636363",
+    "#d6616b",
+    "#3182bd",
+    "#fd8d3c",
+)
+#: Projects and programs: picked by a hash of the name, so a project keeps its colour everywhere.
+PROJECT_COLORS = (
+    "#4e79a7",
+    "#f28e2b",
+    "#e15759",
+    "#76b7b2",
+    "#59a14f",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
+    "#bab0ac",
+    "#a0cbe8",
+    "#ffbe7d",
+    "#8cd17d",
+    "#b6992d",
+    "#f1ce63",
+    "#86bcb6",
+    "#d37295",
+    "#fabfd2",
+    "#d4a6c8",
+    "#9d7660",
+)
+TIER_COLORS = {"funded": "#1f77b4", "unallocated": "#fdae6b"}
+PYRAMID_COLORS = {
+    "availability": "#2ca02c",
+    "occupancy": "#08306b",
+    "utilization": "#d62728",
+    "occupancy: funded": "#9ecae1",
+    "occupancy: unallocated": "#fdd0a2",
+}
+#: Ai2's reported values after moving to impactful scheduling (30 days, DESIGN.md section 1).
+AI2_REFERENCE = {"impact": 0.98, "occupancy": 0.98, "unallocated_share": 0.18, "wait_p90_s.debug": 30.0}
+#: Ai2's debug p90 wait under its old priority scheduler ("about 2 h").
+AI2_LEGACY_DEBUG_P90_S = 7200.0
+
+#: Rows a chart may embed: Altair refuses 5,000; a few thousand keep a notebook light.
+ROW_BUDGET = 2400
+_MULTIPLES = (2, 3, 4, 6, 8, 12, 24, 48, 168, 336)
+_DURATION_TICKS = (
+    (1, "1 s"),
+    (10, "10 s"),
+    (60, "1 min"),
+    (600, "10 min"),
+    (3600, "1 h"),
+    (6 * 3600, "6 h"),
+    (86400, "1 day"),
+    (7 * 86400, "1 week"),
+    (30 * 86400, "30 days"),
+)
+_WARMUP_NOTE = "shaded, up to the dashed line: warm-up, not counted in the metrics"
+
+
+@alt.theme.register(THEME, enable=False)
+def theme() -> alt.theme.ThemeConfig:
+    """The impactlab Altair theme: notebook-width views, quiet grid, readable titles."""
+    return alt.theme.ThemeConfig(
+        config={
+            "view": {"continuousWidth": WIDTH, "continuousHeight": 260, "stroke": None},
+            "font": "Helvetica, Arial, sans-serif",
+            "title": {"fontSize": 15, "anchor": "start", "subtitleFontSize": 12, "subtitleColor": "#555"},
+            "axis": {"labelFontSize": 11, "titleFontSize": 12, "gridColor": "#ececec", "domainColor": "#888"},
+            "header": {"labelFontSize": 12, "titleFontSize": 12},
+            "legend": {"labelFontSize": 11, "titleFontSize": 12},
+            "range": {"category": list(FALLBACK_COLORS)},
+        }
+    )
+
+
+# ---------------------------------------------------------------- offline rendering and export
+
+
+def enable_offline(theme: bool = True) -> None:
+    """Draw charts in Jupyter and Voila with no internet (JupyterChart, JS bundled by vl-convert);
+    with ``theme``, also enable the impactlab theme."""
+    alt.JupyterChart.enable_offline()
+    alt.renderers.enable("jupyter", offline=True)
+    if theme:
+        alt.theme.enable(THEME)
+
+
+def save_chart(chart: alt.TopLevelMixin, path: str | Path, scale: float = 1.0, theme: bool = True) -> Path:
+    """Write ``chart`` as SVG, PNG, PDF, JSON or self-contained HTML (chosen by the suffix), offline."""
+    path = Path(path)
+    fmt = path.suffix.lower().lstrip(".")
+    if fmt not in ("svg", "png", "pdf", "json", "html"):
+        raise ValueError(f"cannot save {path.name!r}: use a .svg, .png, .pdf, .json or .html path")
+    with alt.theme.enable(THEME) if theme else contextlib.nullcontext():
+        if fmt == "html":  # inline=True bundles Vega/Vega-Lite into the file: no CDN at view time
+            chart.save(path, format="html", inline=True)
+        else:
+            chart.save(path, format=fmt, scale_factor=scale)
+    return path
+
+
+# ---------------------------------------------------------------- results -> tables
+
+
+def as_results(results: Any) -> list:
+    """One result or a sequence of them -> a non-empty list with distinct run names."""
+    out = list(results) if isinstance(results, (list, tuple)) else [results]
+    if not out:
+        raise ValueError("no results to chart")
+    runs = [r.run for r in out]
+    twice = sorted({r for r in runs if runs.count(r) > 1})
+    if twice:
+        raise ValueError(
+            f"runs share a name {twice}: label them, e.g. dataclasses.replace(result, label='...')"
+        )
+    return out
+
+
+def _table(results: list, name: str, **kwargs: Any) -> pd.DataFrame:
+    """Concatenate one long-form table over the runs."""
+    return pd.concat([getattr(r, name)(**kwargs) for r in results], ignore_index=True)
+
+
+def _runs(results: list) -> list[str]:
+    return [r.run for r in results]
+
+
+def _warmup_h(results: list) -> dict[str, float]:
+    """Per run: end of the warm-up (start of the reporting window), in hours."""
+    return {r.run: r.window.t0 / 3600.0 for r in results}
+
+
+def _layers(**parts: pd.DataFrame) -> pd.DataFrame:
+    """One data frame for a layered (possibly faceted) chart: each part tagged by a ``layer`` column."""
+    return pd.concat([df.assign(layer=name) for name, df in parts.items()], ignore_index=True)
+
+
+def _only(layer: str) -> alt.Chart:
+    """A chart without data that keeps the rows of one layer (data comes from the enclosing spec)."""
+    return alt.Chart().transform_filter(alt.datum.layer == layer)
+
+
+# ---------------------------------------------------------------- scales and axes
+
+
+def _ordered(values: Sequence[str], order: Sequence[str]) -> list[str]:
+    """Values present, known ones in ``order`` first, the rest sorted."""
+    present = set(values)
+    return [v for v in order if v in present] + sorted(present - set(order))
+
+
+def kind_scale(kinds: Sequence[str]) -> alt.Scale:
+    """Fixed colour per job kind; unknown kinds get fallback colours."""
+    domain = _ordered(kinds, KIND_ORDER)
+    extra = iter(FALLBACK_COLORS * 3)
+    return alt.Scale(domain=domain, range=[KIND_COLORS.get(k) or next(extra) for k in domain])
+
+
+def run_colors(results: list) -> dict[str, str]:
+    """Per run, its policy's colour; a custom policy or a second run of a policy gets a fallback colour."""
+    out, used, extra = {}, set(), iter(FALLBACK_COLORS * 3)
+    for r in results:
+        policy = r.config.policy
+        take = policy in POLICY_COLORS and policy not in used
+        out[r.run] = POLICY_COLORS[policy] if take else next(extra)
+        used.add(policy)
+    return out
+
+
+def project_color(name: str) -> str:
+    """A stable colour for a project or program, the same in every chart and session."""
+    return PROJECT_COLORS[zlib.crc32(name.encode()) % len(PROJECT_COLORS)]
+
+
+def _run_color(results: list, title: str = "run", channel: type = alt.Color) -> Any:
+    """Colour (or another channel, e.g. ``alt.Stroke``) by run, in the runs' colours."""
+    colors = run_colors(results)
+    return channel(
+        "run:N",
+        title=title,
+        sort=list(colors),
+        scale=alt.Scale(domain=list(colors), range=list(colors.values())),
+    )
+
+
+def _duration_axis(lo_s: float, hi_s: float, title: str, sparse: bool = False) -> alt.Axis:
+    """Log-scale seconds labelled in readable units (s, min, h, days); ``sparse`` for narrow plots."""
+    ticks = [(v, text) for v, text in _DURATION_TICKS if lo_s <= v <= hi_s * 1.01] or list(
+        _DURATION_TICKS[:2]
+    )
+    if sparse:
+        ticks = [(v, text) for v, text in ticks if v in (1, 60, 3600, 86400, 30 * 86400)] or ticks
+    expr = "''"
+    for v, text in reversed(ticks):
+        expr = f"datum.value == {v} ? '{text}' : {expr}"
+    return alt.Axis(values=[v for v, _ in ticks], labelExpr=expr, title=title, grid=True)
+
+
+def _duration_domain(seconds: pd.Series, from_floor: bool = True) -> list[float]:
+    """Log-axis domain in seconds: from the floor (or just under the shortest wait) to past the longest."""
+    hi = float(seconds.max()) if len(seconds) else 60.0
+    lo = WAIT_FLOOR_S if from_floor or not len(seconds) else max(WAIT_FLOOR_S, float(seconds.min()) / 3)
+    return [lo, max(lo * 60, hi * 1.5)]
+
+
+def fmt_duration(seconds: float) -> str:
+    """Seconds as a short human string: '35 s', '12 min', '2.5 h', '3.1 days'."""
+    if seconds is None or not math.isfinite(seconds):
+        return "n/a"
+    for limit, div, unit in ((60, 1, "s"), (3600, 60, "min"), (86400, 3600, "h")):
+        if seconds < limit:
+            return f"{seconds / div:.3g} {unit}"
+    return f"{seconds / 86400:.3g} days"
+
+
+def _day(t_h: pd.Series) -> pd.Series:
+    return t_h / 24.0
+
+
+def _time_x(field: str = "day") -> alt.X:
+    return alt.X(f"{field}:Q", title="time (days since start)", scale=alt.Scale(nice=False, zero=True))
+
+
+def _bucket_h(t_h: pd.Series) -> float:
+    """Width of a time bucket, from the gaps between bucket starts (1 h if there is a single one)."""
+    steps = pd.Series(sorted(set(t_h))).diff().dropna()
+    steps = steps[steps > 0]
+    return float(steps.min()) if len(steps) else 1.0
+
+
+def _coarsen(table: pd.DataFrame, keys: list[str], how: dict[str, str], budget: int) -> pd.DataFrame:
+    """Merge k consecutive time buckets (k a nice multiple, so 1 h becomes 2 h, 3 h, 6 h, ...) until
+    the table has at most about ``budget`` rows. ``how``: "mean" for time-averaged values (the last,
+    possibly shorter bucket weighs as much as the others), "sum" for counts."""
+    if len(table) <= budget:
+        return table
+    k = next((k for k in _MULTIPLES if len(table) / k <= budget), _MULTIPLES[-1])
+    width = _bucket_h(table["t_h"]) * k
+    merged = table.assign(t_h=(table["t_h"] // width) * width)
+    return merged.groupby([*keys, "t_h"], as_index=False, sort=False).agg(how)
+
+
+def _warmup_rows(results: list, **columns: Any) -> pd.DataFrame:
+    """One row per run spanning the warm-up (``day`` to ``day_end``), for a shaded band."""
+    rows = [
+        {"run": run, "day": 0.0, "day_end": t0 / 24.0, "note": _WARMUP_NOTE}
+        for run, t0 in _warmup_h(results).items()
+    ]
+    return pd.DataFrame(rows).assign(**columns)
+
+
+def _warmup_band() -> alt.Chart:
+    """Grey band over the warm-up (draw it first, under the data); reads rows of layer ``warmup``."""
+    return (
+        _only("warmup")
+        .mark_rect(color="#888", opacity=0.15)
+        .encode(x=_time_x(), x2="day_end:Q", tooltip=[alt.Tooltip("note:N", title="warm-up")])
+    )
+
+
+def _warmup_end() -> alt.Chart:
+    """Dashed rule where the warm-up ends (draw it last: areas can hide the band)."""
+    return (
+        _only("warmup")
+        .mark_rule(color="#444", strokeDash=[4, 3])
+        .encode(x="day_end:Q", tooltip=[alt.Tooltip("note:N", title="warm-up")])
+    )
+
+
+def _row(results: list) -> alt.Row:
+    return alt.Row(
+        "run:N", title=None, sort=_runs(results), header=alt.Header(labelAngle=0, labelAlign="left")
+    )
+
+
+# ---------------------------------------------------------------- charts
+
+
+def waits(results: Any, columns: int = 3) -> alt.FacetChart:
+    """Queue wait before first start by job kind: cumulative distribution per run, p50/p90 marked."""
+    rs = as_results(results)
+    cdf = _table(rs, "wait_cdf")
+    cdf = cdf.assign(wait_s=(cdf["wait_h"] * 3600.0).clip(lower=WAIT_FLOOR_S))
+    # each curve rises from 0 at the floor, so a kind whose shortest wait is long starts flat at 0
+    start = cdf.drop_duplicates(["run", "kind"]).assign(wait_s=WAIT_FLOOR_S, fraction=0.0)
+    cdf = pd.concat([start, cdf], ignore_index=True)
+    q = _table(rs, "wait_quantiles")
+    q = q[(q["by"] == "kind") & q["quantile"].isin(["p50", "p90"])].dropna(subset=["wait_s"])
+    q = q.assign(
+        kind=q["group"],
+        fraction=q["quantile"].map({"p50": 0.5, "p90": 0.9}),
+        wait=q["wait_s"].map(fmt_duration),
+        wait_s=q["wait_s"].clip(lower=WAIT_FLOOR_S),
+    )
+    data = _layers(
+        cdf=cdf[["run", "kind", "wait_s", "fraction"]],
+        quantile=q[["run", "kind", "quantile", "wait_s", "wait", "fraction", "n"]],
+    )
+    x = alt.X(
+        "wait_s:Q",
+        scale=alt.Scale(type="log", domain=_duration_domain(data["wait_s"]), clamp=True),
+        axis=_duration_axis(WAIT_FLOOR_S, data["wait_s"].max(), "wait (log scale)", sparse=True),
+    )
+    y = alt.Y(
+        "fraction:Q", title="share of jobs started", axis=alt.Axis(format="%"), scale=alt.Scale(domain=[0, 1])
+    )
+    color = _run_color(rs)
+    line = _only("cdf").mark_line(interpolate="step-after", strokeWidth=2).encode(x=x, y=y, color=color)
+    marks = (
+        _only("quantile")
+        .mark_point(filled=True, size=70, opacity=1)
+        .encode(
+            x=x,
+            y=y,
+            color=color,
+            shape=alt.Shape(
+                "quantile:N",
+                title="quantile",
+                scale=alt.Scale(domain=["p50", "p90"], range=["circle", "triangle-up"]),
+            ),
+            tooltip=[
+                "run:N",
+                "kind:N",
+                "quantile:N",
+                alt.Tooltip("wait:N", title="wait"),
+                alt.Tooltip("n:Q", title="jobs"),
+            ],
+        )
+    )
+    kinds = ["all", *_ordered([k for k in data["kind"].unique() if k != "all"], KIND_ORDER)]
+    cell = (WIDTH - 40 * columns) // columns
+    return (
+        alt.layer(line, marks, data=data)
+        .properties(width=cell, height=150)
+        .facet(facet=alt.Facet("kind:N", sort=kinds, title=None), columns=columns)
+        .properties(
+            title=alt.Title(
+                "Queue wait before first start, by job kind",
+                subtitle=[
+                    "Share of jobs submitted after the warm-up that started within a given wait.",
+                    "● median (p50), ▲ p90. Log time axis: waits under 1 s (zero included) drawn at 1 s.",
+                ],
+            )
+        )
+    )
+
+
+def preemptions(results: Any) -> alt.VConcatChart:
+    """Preemptions over time (stacked by kind) and, per kind, preemptions and GPU-hours lost."""
+    rs = as_results(results)
+    series = _table(rs, "preemption_series")
+    series = series[(series["preemptions"] > 0) | (series["lost_gpu_hours"] > 0)]  # empty bars draw nothing
+    series = _coarsen(series, ["run", "kind"], {"preemptions": "sum", "lost_gpu_hours": "sum"}, ROW_BUDGET)
+    bucket = _bucket_h(series["t_h"]) if len(series) else 1.0
+    horizon_h = series["run"].map({r.run: r.config.horizon_s / 3600.0 for r in rs})
+    series = series.assign(
+        day=_day(series["t_h"]), day_end=_day((series["t_h"] + bucket).clip(upper=horizon_h))
+    )
+    data = _layers(bars=series, warmup=_warmup_rows(rs))
+    kinds = kind_scale(list(series["kind"].unique()) or ["other"])
+    bars = (
+        _only("bars")
+        .mark_rect()
+        .encode(
+            x=_time_x(),
+            x2="day_end:Q",
+            y=alt.Y("sum(preemptions):Q", title="preemptions", stack=True),
+            color=alt.Color("kind:N", scale=kinds, title="job kind", sort=kinds.domain),
+            order=alt.Order("kind:N"),
+            tooltip=[
+                "run:N",
+                "kind:N",
+                alt.Tooltip("t_h:Q", title="bucket start (h)", format=".0f"),
+                alt.Tooltip("sum(preemptions):Q", title="preemptions"),
+                alt.Tooltip("sum(lost_gpu_hours):Q", title="GPU-hours lost", format=".1f"),
+            ],
+        )
+    )
+    timeline = (
+        alt.layer(_warmup_band(), bars, _warmup_end(), data=data)
+        .properties(width=WIDTH - 120, height=110)
+        .facet(row=_row(rs))
+        .properties(
+            title=alt.Title(
+                f"Preemptions per {fmt_duration(bucket * 3600)}, by job kind", subtitle=_WARMUP_NOTE
+            )
+        )
+    )
+    return alt.vconcat(timeline, _preemptions_by_kind(rs)).resolve_scale(color="independent")
+
+
+def _preemptions_by_kind(rs: list) -> alt.HConcatChart:
+    """Two bar panels: preemptions and GPU-hours lost per kind, one bar per run."""
+    table = _table(rs, "preemptions_by_kind")
+    order = _ordered(list(table["kind"].unique()), KIND_ORDER)
+    tooltip = [
+        "run:N",
+        "kind:N",
+        alt.Tooltip("preemptions:Q"),
+        alt.Tooltip("jobs_preempted:Q", title="jobs preempted"),
+        alt.Tooltip("lost_gpu_hours:Q", title="GPU-hours lost", format=".1f"),
+    ]
+    base = (
+        alt.Chart(table)
+        .mark_bar()
+        .encode(
+            y=alt.Y("kind:N", sort=order, title="job kind"),
+            yOffset=alt.YOffset("run:N", sort=_runs(rs)),
+            color=_run_color(rs),
+            tooltip=tooltip,
+        )
+        .properties(width=(WIDTH - 200) // 2, height=28 * max(len(order), 1))
+    )
+    count = base.encode(x=alt.X("preemptions:Q", title="preemptions (reporting window)"))
+    lost = base.encode(x=alt.X("lost_gpu_hours:Q", title="GPU-hours lost (restart + lost work)"))
+    return alt.hconcat(count, lost).properties(title="Preemptions and GPU-hours lost, by job kind")
+
+
+def shares(
+    results: Any, level: Literal["project", "program"] = "project", top: int = 8, columns: int = 4
+) -> alt.FacetChart:
+    """Delivered share of healthy GPUs over time per budget node, against entitled and owed share,
+    for the ``top`` nodes by entitlement."""
+    rs = as_results(results)
+    table = _table(rs, "share_series")
+    table = table[table["level"] == level]
+    if table.empty:
+        raise ValueError(f"no share series at level {level!r} (levels: 'project', 'program')")
+    nodes = table.groupby("node")["entitled_share"].mean().sort_values(ascending=False).index[:top].tolist()
+    table = table[table["node"].isin(nodes)]
+    # drawn three times over (delivered and owed per run, entitled once)
+    means = dict.fromkeys(["delivered_share", "entitled_share", "owed_share"], "mean")
+    table = _coarsen(table, ["run", "node"], means, ROW_BUDGET // 3).assign(day=lambda d: _day(d["t_h"]))
+    lines = table.melt(
+        id_vars=["run", "node", "day", "t_h"],
+        value_vars=["delivered_share", "owed_share"],
+        var_name="series",
+        value_name="share",
+    )
+    lines["series"] = lines["series"].str.removesuffix("_share")
+    entitled = table[table["run"] == rs[0].run][["node", "day", "entitled_share"]].rename(
+        columns={"entitled_share": "share"}
+    )
+    warm = pd.concat([_warmup_rows(rs[:1], node=n) for n in nodes], ignore_index=True)
+    data = _layers(entitled=entitled, line=lines, warmup=warm)
+    y = alt.Y("share:Q", title="share of healthy GPUs", axis=alt.Axis(format="%"))
+    area = (
+        _only("entitled")
+        .mark_area(interpolate="step-after", opacity=0.35)
+        .encode(
+            x=_time_x(),
+            y=y,
+            fill=alt.Fill(
+                "node:N", legend=None, scale=alt.Scale(domain=nodes, range=[project_color(n) for n in nodes])
+            ),
+            tooltip=["node:N", alt.Tooltip("share:Q", title="entitled", format=".1%")],
+        )
+    )
+    line = (
+        _only("line")
+        .mark_line(interpolate="step-after")
+        .encode(
+            x=_time_x(),
+            y=y,
+            stroke=_run_color(rs, channel=alt.Stroke),
+            detail="series:N",
+            strokeDash=alt.StrokeDash(
+                "series:N",
+                title="share",
+                scale=alt.Scale(domain=["delivered", "owed"], range=[[1, 0], [4, 3]]),
+            ),
+            tooltip=[
+                "run:N",
+                "node:N",
+                "series:N",
+                alt.Tooltip("t_h:Q", title="hour", format=".0f"),
+                alt.Tooltip("share:Q", format=".1%"),
+            ],
+        )
+    )
+    cell = (WIDTH - 30 * columns) // columns
+    return (
+        alt.layer(_warmup_band(), area, line, _warmup_end(), data=data)
+        .properties(width=cell, height=110)
+        .facet(facet=alt.Facet("node:N", sort=nodes, title=None), columns=columns)
+        .properties(
+            title=alt.Title(
+                f"Share of healthy GPUs delivered to each {level} (top {len(nodes)} by entitlement)",
+                subtitle=[
+                    "shaded area, in the node's colour: entitled share; solid line: delivered;",
+                    "dashed: owed (its entitlement, given its demand).",
+                    _WARMUP_NOTE,
+                ],
+            )
+        )
+    )
+
+
+def pyramid(results: Any) -> alt.FacetChart:
+    """Ai2's pyramid over time: availability, occupancy (funded and unallocated stacked) and utilization."""
+    rs = as_results(results)
+    table = _coarsen(_table(rs, "pyramid_series"), ["run", "metric"], {"value": "mean"}, ROW_BUDGET)
+    table = table.assign(day=lambda d: _day(d["t_h"]))
+    bucket = _bucket_h(table["t_h"])
+    names = {"occupancy_funded": "occupancy: funded", "occupancy_unallocated": "occupancy: unallocated"}
+    table["metric"] = table["metric"].replace(names)
+    stacked = table[table["metric"].isin(names.values())]
+    lines = table[table["metric"].isin(["availability", "occupancy", "utilization"])]
+    data = _layers(area=stacked, line=lines, warmup=_warmup_rows(rs))
+    color = alt.Color(
+        "metric:N",
+        title=None,
+        sort=list(PYRAMID_COLORS),
+        scale=alt.Scale(domain=list(PYRAMID_COLORS), range=list(PYRAMID_COLORS.values())),
+    )
+    y = alt.Y("value:Q", title="share of GPUs", axis=alt.Axis(format="%"), scale=alt.Scale(domain=[0, 1.05]))
+    tooltip = [
+        "run:N",
+        "metric:N",
+        alt.Tooltip("t_h:Q", title="hour", format=".0f"),
+        alt.Tooltip("value:Q", format=".1%"),
+    ]
+    area = (
+        _only("area")
+        .mark_area(interpolate="step-after")
+        .encode(x=_time_x(), y=y.stack(True), color=color, order=alt.Order("metric:N"), tooltip=tooltip)
+    )
+    line = (
+        _only("line")
+        .mark_line(interpolate="step-after", strokeWidth=1.5)
+        .encode(x=_time_x(), y=y, color=color, tooltip=tooltip)
+    )
+    return (
+        alt.layer(_warmup_band(), area, line, _warmup_end(), data=data)
+        .properties(width=WIDTH - 220, height=150)
+        .facet(row=_row(rs))
+        .properties(
+            title=alt.Title(
+                f"Availability, occupancy and utilization (per {fmt_duration(bucket * 3600)})",
+                subtitle=[
+                    "availability: share of all GPUs healthy; occupancy, utilization: share of healthy GPUs",
+                    "held by jobs (areas: funded and unallocated) and doing useful work. " + _WARMUP_NOTE,
+                ],
+            )
+        )
+    )
+
+
+def fragmentation(results: Any) -> alt.LayerChart:
+    """Queue wait against gang size (log-log), p50 and p90 per run: do large jobs wait longer?"""
+    rs = as_results(results)
+    table = _table(rs, "wait_by_size")
+    long = table.melt(
+        id_vars=["run", "gpus", "jobs"],
+        value_vars=["p50_h", "p90_h"],
+        var_name="quantile",
+        value_name="wait_h",
+    ).dropna(subset=["wait_h"])
+    long["quantile"] = long["quantile"].str.removesuffix("_h")
+    long["wait"] = (long["wait_h"] * 3600).map(fmt_duration)
+    long["wait_s"] = (long["wait_h"] * 3600).clip(lower=WAIT_FLOOR_S)
+    sizes = sorted(long["gpus"].unique()) or [1]
+    x = alt.X(
+        "gpus:Q",
+        title="gang size (GPUs, log scale)",
+        scale=alt.Scale(type="log", base=2, domain=[1, max(2, sizes[-1])]),
+        axis=alt.Axis(values=[2**i for i in range(int(math.log2(max(sizes[-1], 1))) + 1)], format="d"),
+    )
+    domain = _duration_domain(long["wait_s"], from_floor=False)
+    y = alt.Y(
+        "wait_s:Q",
+        scale=alt.Scale(type="log", domain=domain, clamp=True),
+        axis=_duration_axis(domain[0], domain[1], "wait before first start (log; <1 s at 1 s)"),
+    )
+    base = alt.Chart(long).encode(x=x, y=y, color=_run_color(rs))
+    dash = alt.StrokeDash(
+        "quantile:N", title="quantile", scale=alt.Scale(domain=["p50", "p90"], range=[[1, 0], [4, 3]])
+    )
+    lines = base.mark_line(opacity=0.7).encode(strokeDash=dash, detail="quantile:N")
+    points = base.mark_point(filled=True).encode(
+        shape=alt.Shape(
+            "quantile:N", scale=alt.Scale(domain=["p50", "p90"], range=["circle", "triangle-up"])
+        ),
+        size=alt.Size("jobs:Q", title="jobs", scale=alt.Scale(range=[20, 200])),
+        tooltip=["run:N", "gpus:Q", "quantile:N", alt.Tooltip("wait:N", title="wait"), "jobs:Q"],
+    )
+    return alt.layer(lines, points).properties(
+        width=WIDTH - 140,
+        height=300,
+        title=alt.Title(
+            "Queue wait by gang size",
+            subtitle="p50 (solid) and p90 (dashed) first-start wait of jobs of each exact size; size: jobs",
+        ),
+    )
+
+
+def queue(results: Any, measure: Literal["jobs", "gpus"] = "jobs") -> alt.FacetChart:
+    """Queue length over time (time-averaged per bucket), stacked by job kind, one row per run."""
+    if measure not in ("jobs", "gpus"):
+        raise ValueError("measure is 'jobs' or 'gpus'")
+    rs = as_results(results)
+    means = {"queued_jobs": "mean", "queued_gpus": "mean"}
+    table = _coarsen(_table(rs, "queue_series"), ["run", "kind"], means, ROW_BUDGET)
+    table = table.assign(day=lambda d: _day(d["t_h"]))
+    bucket = _bucket_h(table["t_h"]) if len(table) else 1.0
+    kinds = kind_scale(list(table["kind"].unique()) or ["other"])
+    field = f"queued_{measure}"
+    area = (
+        _only("area")
+        .mark_area(interpolate="step-after")
+        .encode(
+            x=_time_x(),
+            y=alt.Y(f"{field}:Q", title=f"queued {measure} (mean)", stack=True),
+            color=alt.Color("kind:N", scale=kinds, title="job kind", sort=kinds.domain),
+            order=alt.Order("kind_rank:Q"),
+            tooltip=[
+                "run:N",
+                "kind:N",
+                alt.Tooltip("t_h:Q", title="hour", format=".0f"),
+                alt.Tooltip("queued_jobs:Q", title="jobs waiting", format=".1f"),
+                alt.Tooltip("queued_gpus:Q", title="GPUs asked", format=".0f"),
+            ],
+        )
+    )
+    table["kind_rank"] = table["kind"].map({k: i for i, k in enumerate(kinds.domain)})
+    data = _layers(area=table, warmup=_warmup_rows(rs))
+    return (
+        alt.layer(_warmup_band(), area, _warmup_end(), data=data)
+        .properties(width=WIDTH - 150, height=140)
+        .facet(row=_row(rs))
+        .properties(
+            title=alt.Title(
+                f"Jobs waiting in the queue, by job kind (mean per {fmt_duration(bucket * 3600)})"
+                if measure == "jobs"
+                else f"GPUs asked by queued jobs, by job kind (mean per {fmt_duration(bucket * 3600)})",
+                subtitle=_WARMUP_NOTE,
+            )
+        )
+    )
+
+
+def gantt(
+    results: Any,
+    t0_h: float | None = None,
+    t1_h: float | None = None,
+    color: Literal["kind", "tier"] = "kind",
+    max_rows: int = 3000,
+) -> alt.VConcatChart:
+    """Which job held which GPUs of which node, over time: one band per node, bars coloured by job
+    kind or tier. For small clusters or a zoomed window (``t0_h``..``t1_h`` hours)."""
+    if color not in ("kind", "tier"):
+        raise ValueError("color is 'kind' or 'tier'")
+    rs = as_results(results)
+    per_run = max(1, max_rows // len(rs))
+    tables = [r.gantt(t0_h=t0_h, t1_h=t1_h, max_rows=per_run) for r in rs]
+    scale = (
+        kind_scale(list(pd.concat([t["kind"] for t in tables]).unique()))
+        if color == "kind"
+        else alt.Scale(domain=list(TIER_COLORS), range=list(TIER_COLORS.values()))
+    )
+    panels = [_gantt_panel(r, t, color, scale) for r, t in zip(rs, tables)]
+    window = f"hours {t0_h or 0:g} to {t1_h:g}" if t1_h is not None else "whole run"
+    return alt.vconcat(*panels).properties(
+        title=alt.Title(
+            f"GPU assignments per node ({window})",
+            subtitle="each bar: one attempt of a job on one node, as tall as the GPUs it held there",
+        )
+    )
+
+
+def _gantt_panel(result: Any, table: pd.DataFrame, color: str, scale: alt.Scale) -> alt.LayerChart:
+    """One run's node x time chart: every node a band of gpus_per_node rows."""
+    gpn = int(result.config.gpus_per_node)
+    table = _pack(table, gpn).assign(tier=lambda d: d["funded"].map({True: "funded", False: "unallocated"}))
+    nodes = _node_order(table["node"])
+    index = {n: i for i, n in enumerate(nodes)}
+    table["y0"] = table["node"].map(index) * gpn + table["slot"]
+    table["y1"] = table["y0"] + table["gpus_on_node"]
+    step = max(1, len(nodes) // 32)  # at most ~32 node labels
+    labels = ", ".join(f"'{n}'" for n in nodes)
+    axis = alt.Axis(
+        values=[i * gpn + gpn / 2 for i in range(0, len(nodes), step)],
+        grid=False,
+        ticks=False,
+        labelExpr=f"[{labels}][floor(datum.value / {gpn})]",
+        title="node",
+    )
+    bars = (
+        alt.Chart(table)
+        .mark_rect(stroke="white", strokeWidth=0.3)
+        .encode(
+            x=alt.X("start_h:Q", title="time (hours since start)", scale=alt.Scale(zero=False, nice=False)),
+            x2="end_h:Q",
+            y=alt.Y("y0:Q", axis=axis, scale=alt.Scale(domain=[len(nodes) * gpn, 0], nice=False, zero=False)),
+            y2="y1:Q",
+            color=alt.Color(f"{color}:N", scale=scale, title="job kind" if color == "kind" else "tier"),
+            tooltip=[
+                "job_id:N",
+                "kind:N",
+                "tier:N",
+                "node:N",
+                alt.Tooltip("gpus_on_node:Q", title="GPUs on node"),
+                alt.Tooltip("start_h:Q", title="start (h)", format=".1f"),
+                alt.Tooltip("end_h:Q", title="end (h)", format=".1f"),
+            ],
+        )
+    )
+    layers = [bars, *_gantt_warmup(result, table)]
+    height = min(600, max(120, 10 * len(nodes)))
+    shown = f"{result.run}: {len(nodes)} of {result.config.nodes} nodes (max_rows)"
+    title = result.run if len(nodes) >= result.config.nodes else shown
+    return alt.layer(*layers).properties(width=WIDTH - 160, height=height, title=title)
+
+
+def _gantt_warmup(result: Any, table: pd.DataFrame) -> list[alt.Chart]:
+    """A rule where the warm-up ends, if that moment is inside the drawn window."""
+    t0 = result.window.t0 / 3600.0
+    if table.empty or not table["start_h"].min() <= t0 <= table["end_h"].max():
+        return []
+    rule = pd.DataFrame({"start_h": [t0], "note": ["warm-up ends: metrics count from here"]})
+    return [
+        alt.Chart(rule).mark_rule(color="#444", strokeDash=[4, 3]).encode(x="start_h:Q", tooltip="note:N")
+    ]
+
+
+def _node_order(nodes: pd.Series) -> list:
+    """Nodes in natural order (numerically when they are numbers)."""
+    unique = pd.Series(nodes.unique())
+    numeric = pd.to_numeric(unique, errors="coerce")
+    if numeric.notna().all():
+        return unique.iloc[numeric.argsort()].tolist()
+    return sorted(unique, key=str)
+
+
+def _pack(table: pd.DataFrame, gpn: int) -> pd.DataFrame:
+    """Give each bar a GPU slot on its node so that bars overlapping in time do not overlap in space.
+
+    The table does not say which GPUs of a node a job held; lowest-first contiguous packing is a
+    faithful picture whenever the node's GPUs are not fragmented (first fit; overlap otherwise)."""
+    table = table.sort_values(["node", "start_h", "end_h"], kind="stable").reset_index(drop=True)
+    slots = [0] * len(table)
+    for _, rows in table.groupby("node", sort=False):
+        active: list[tuple[float, int, int]] = []  # (end_h, slot, width)
+        for i, start, end, width in zip(rows.index, rows["start_h"], rows["end_h"], rows["gpus_on_node"]):
+            active = [a for a in active if a[0] > start]
+            slots[i] = _first_fit(active, int(width), gpn)
+            active.append((end, slots[i], int(width)))
+    return table.assign(slot=slots)
+
+
+def _first_fit(active: list[tuple[float, int, int]], width: int, gpn: int) -> int:
+    """Lowest slot with ``width`` free contiguous GPUs (0 when none: bars then overlap)."""
+    busy = [False] * gpn
+    for _, slot, w in active:
+        for s in range(slot, min(gpn, slot + w)):
+            busy[s] = True
+    for s in range(gpn - width + 1):
+        if not any(busy[s : s + width]):
+            return s
+    return 0
+
+
+def headline(results: Any) -> alt.VConcatChart:
+    """Two or more runs at a glance on Ai2's headline metrics, with Ai2's reported values marked."""
+    rs = as_results(results)
+    rows = [{"run": r.run, **r.metrics()} for r in rs]
+    metrics = pd.DataFrame(rows)
+    return alt.vconcat(
+        _headline_fractions(rs, metrics),
+        alt.hconcat(_headline_debug(rs, metrics), _headline_preemptions(rs, metrics)),
+    ).properties(
+        title=alt.Title(
+            "Headline metrics (reporting window)",
+            subtitle="black ticks: what Ai2 reported after moving to impactful scheduling",
+        )
+    )
+
+
+_FRACTIONS = {
+    "impact": "impact (owed GPU time delivered)",
+    "occupancy": "occupancy (healthy GPUs held)",
+    "utilization": "utilization (useful work)",
+    "unallocated_share": "unallocated share of GPU time",
+}
+
+
+def _headline_fractions(rs: list, metrics: pd.DataFrame) -> alt.LayerChart:
+    """Grouped bars of the four fractions, Ai2's value as a tick."""
+    long = metrics.melt(
+        id_vars=["run"],
+        value_vars=[m for m in _FRACTIONS if m in metrics],
+        var_name="metric",
+        value_name="value",
+    ).dropna(subset=["value"])
+    long["label"] = long["metric"].map(_FRACTIONS)
+    refs = pd.DataFrame(
+        [
+            {"label": _FRACTIONS[m], "ref": v, "text": f"Ai2 {v:.0%}"}
+            for m, v in AI2_REFERENCE.items()
+            if m in _FRACTIONS
+        ]
+    )
+    y = alt.Y("label:N", sort=list(_FRACTIONS.values()), title=None)
+    bars = (
+        alt.Chart(long)
+        .mark_bar()
+        .encode(
+            x=alt.X("value:Q", title="share", axis=alt.Axis(format="%"), scale=alt.Scale(domain=[0, 1])),
+            y=y,
+            yOffset=alt.YOffset("run:N", sort=_runs(rs)),
+            color=_run_color(rs),
+            tooltip=["run:N", "label:N", alt.Tooltip("value:Q", format=".1%")],
+        )
+    )
+    text = bars.mark_text(align="left", dx=3, fontSize=10).encode(text=alt.Text("value:Q", format=".0%"))
+    ref = (
+        alt.Chart(refs)
+        .mark_tick(color="black", thickness=2)
+        .encode(x="ref:Q", y=y, tooltip=[alt.Tooltip("text:N", title="reference")])
+    )
+    return alt.layer(bars, text, ref).properties(width=WIDTH - 220, height=22 * len(rs) * 4 + 20)
+
+
+def _headline_debug(rs: list, metrics: pd.DataFrame) -> alt.LayerChart:
+    """Debug jobs' p90 wait, log scale, with Ai2's before (about 2 h) and after (30 s)."""
+    key = "wait_p90_s.debug"
+    table = pd.DataFrame({"run": metrics["run"], "wait_s": metrics.get(key, pd.Series(dtype=float))})
+    table = table.dropna(subset=["wait_s"])
+    table = table.assign(
+        wait=table["wait_s"].map(fmt_duration), wait_s=table["wait_s"].clip(lower=WAIT_FLOOR_S)
+    )
+    refs = pd.DataFrame(
+        {"ref": [AI2_REFERENCE[key], AI2_LEGACY_DEBUG_P90_S], "text": ["Ai2 after: 30 s", "Ai2 before: ~2 h"]}
+    )
+    hi = max(AI2_LEGACY_DEBUG_P90_S, float(table["wait_s"].max()) if len(table) else 0.0)
+    x = alt.X(
+        "wait_s:Q",
+        scale=alt.Scale(type="log", domain=[WAIT_FLOOR_S, hi * 2]),
+        axis=_duration_axis(WAIT_FLOOR_S, hi * 2, "debug jobs: p90 wait (log; <1 s at 1 s)"),
+    )
+    bars = (
+        alt.Chart(table)
+        .mark_bar()
+        .encode(
+            x=x,
+            x2=alt.X2(datum=WAIT_FLOOR_S),
+            y=alt.Y("run:N", sort=_runs(rs), title=None),
+            color=_run_color(rs),
+            tooltip=["run:N", alt.Tooltip("wait:N", title="p90 wait")],
+        )
+    )
+    rule = (
+        alt.Chart(refs)
+        .mark_rule(color="black", strokeDash=[3, 2])
+        .encode(x=alt.X("ref:Q"), tooltip=alt.Tooltip("text:N", title="reference"))
+    )
+    label = rule.mark_text(align="left", dx=2, dy=-4, fontSize=10, baseline="bottom").encode(
+        y=alt.value(0), text="text:N"
+    )
+    return alt.layer(bars, rule, label).properties(width=(WIDTH - 200) // 2, height=26 * len(rs) + 10)
+
+
+def _headline_preemptions(rs: list, metrics: pd.DataFrame) -> alt.Chart:
+    """Preemptions in the window, per run, with GPU-hours lost in the tooltip."""
+    table = metrics.reindex(columns=["run", "preemptions", "lost_gpu_hours"])
+    return (
+        alt.Chart(table)
+        .mark_bar()
+        .encode(
+            x=alt.X("preemptions:Q", title="preemptions"),
+            y=alt.Y("run:N", sort=_runs(rs), title=None),
+            color=_run_color(rs),
+            tooltip=[
+                "run:N",
+                "preemptions:Q",
+                alt.Tooltip("lost_gpu_hours:Q", title="GPU-hours lost", format=".1f"),
+            ],
+        )
+        .properties(width=(WIDTH - 200) // 2, height=26 * len(rs) + 10)
+    )
