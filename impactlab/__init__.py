@@ -2,14 +2,21 @@
 
 from .budget_io import budgets_from_trace, load_budgets
 from .budgets import BudgetError, BudgetTree
-from .config import SimConfig
-from .generator import GeneratorConfig, generate
-from .policies import REGISTRY, make_policy
-from .simulate import SimResult, simulate
+from .config import GeneratorConfig, HealthConfig, SimConfig, parameter, parameters
+from .generator import generate
+from .params import Param, ParamError, knob
+from .policies import BasePolicy, Context, Policy, PolicyError, Scheduler, make_policy
+from .registry import REGISTRY, policy_names, register_policy
+from .results import SimResult, metrics_frame
+from .scenario import load_scenario
+from .simulate import compare, simulate
 from .trace import TraceError, validate_trace
 from .traces import LoadReport, load_trace
+from .workload import Inputs, prepare
 
-__all__ = ["REGISTRY", "BudgetError", "BudgetTree", "GeneratorConfig", "LoadReport", "SimConfig", "SimResult",
-           "TraceError", "budgets_from_trace", "generate", "load_budgets", "load_trace", "make_policy", "simulate",
-           "validate_trace"]
+__all__ = ["REGISTRY", "BasePolicy", "BudgetError", "BudgetTree", "Context", "GeneratorConfig", "HealthConfig",
+           "Inputs", "LoadReport", "Param", "ParamError", "Policy", "PolicyError", "Scheduler", "SimConfig",
+           "SimResult", "TraceError", "budgets_from_trace", "compare", "generate", "knob", "load_budgets",
+           "load_scenario", "load_trace", "make_policy", "metrics_frame", "parameter", "parameters",
+           "policy_names", "prepare", "register_policy", "simulate", "validate_trace"]
 __version__ = "0.1.0"
