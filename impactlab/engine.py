@@ -61,6 +61,7 @@ class Engine:
         self.clock = Clock(self._fire)
         self.now = 0.0  # simulated seconds; set from the clock as each event fires
         self.jobs, self.cluster, self.policy = jobs, cluster, policy
+        self.node_count = cluster.nodes
         self.restart_overhead_s, self.horizon_s = restart_overhead_s, horizon_s
         n = len(jobs)
         self.state = [QUEUED] * n

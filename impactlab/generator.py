@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from .budgets import BudgetTree
+from .rng import streams
 from .units import DAY_S, HOUR_S
 
 
@@ -96,9 +97,7 @@ class Workload:
 def generate(config: GeneratorConfig | None = None) -> Workload:
     """Build the organisation and the trace for ``config``; same config, same rows."""
     config = config or GeneratorConfig()
-    org_rng, time_rng, kind_rng, legacy_rng = (
-        np.random.default_rng(s) for s in np.random.SeedSequence(config.seed).spawn(4)
-    )
+    org_rng, time_rng, kind_rng, legacy_rng = streams(config.seed, ("organisation", "arrivals", "jobs", "habits"))
     tree, users, weights = _organisation(config, org_rng)
     capacity_gpu_s = config.gpus * config.days * DAY_S
     projects = np.array(sorted(weights))
