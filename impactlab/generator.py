@@ -1,6 +1,6 @@
 """A seeded, synthetic Ai2-like workload: an organisation with a budget tree and a trace.
 
-Calibration (DESIGN.md section 3, docs/calibration.md): each job kind gets a share of the
+Calibration (docs/model.md section 3, docs/calibration.md): each job kind gets a share of the
 funded GPU time and its own size and duration distributions; funded work is offered at
 ``funded_load`` x capacity and the rest of ``demand`` is unallocated sweep work that only
 backfills. Arrivals follow diurnal and weekly cycles. The legacy-era habits (inflated
@@ -53,7 +53,7 @@ KINDS: dict[str, KindSpec] = {
                       HOUR_S, 1800, 0.7, 12 * HOUR_S),
 }
 
-#: Share of funded GPU time per kind (DESIGN.md targets: 2-5%, 2-10%, 20-40%, 50-70%).
+#: Share of funded GPU time per kind (calibration targets: 2-5%, 2-10%, 20-40%, 50-70%).
 FUNDED_SHARES = {"debug": 0.025, "interactive": 0.015, "eval": 0.03, "training": 0.30, "pretrain": 0.63}
 
 #: Legacy-era priority levels (0 low .. 3 urgent): inflated towards the top.
