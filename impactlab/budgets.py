@@ -111,6 +111,21 @@ class BudgetTree:
 
         return node(ROOT)
 
+    def with_shares(self, shares: Mapping[str, float]) -> BudgetTree:
+        """A copy with the raw shares of the named nodes replaced (``{"p01": 3.0}``)."""
+        unknown = sorted(set(shares) - set(self.names))
+        if unknown:
+            raise BudgetError(f"budget shares: no node named {unknown} in the tree; nodes: {list(self.names)}")
+        if not shares:
+            return self
+
+        def node(spec: dict[str, Any]) -> dict[str, Any]:
+            kids = [node(c) for c in spec.get("children", ())]
+            return {**spec, "share": float(shares.get(spec["name"], spec["share"])),
+                    **({"children": kids} if kids else {})}
+
+        return BudgetTree.from_dict(node(self.to_dict()), source="budget shares")
+
     def _check_unique_leaves(self, source: str) -> None:
         seen: set[tuple[int, str]] = set()
         for leaf in self.leaves:

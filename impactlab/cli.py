@@ -6,23 +6,20 @@ import argparse
 import json
 import logging
 import math
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
-import pandas as pd
-
-from .budget_io import load_budgets
-from .budgets import BudgetError, BudgetTree
-from .config import SimConfig
-from .health import REPAIR_MODES, HealthConfig
-from .policies import REGISTRY, PolicyError
-from .scenario import load_scenario
-from .simulate import SimResult, simulate
+from .budgets import BudgetError
+from .config import SimConfig, parameters
+from .params import Param, ParamError, iter_groups
+from .policies import PolicyError
+from .registry import policy_class, policy_names, policy_params
+from .scenario import ScenarioError, load_scenario
+from .simulate import SimResult, compare, simulate
 from .trace import TraceError
-from .traces import FORMATS, load
-from .traces.reshape import fill_contract, window
 
 log = logging.getLogger("impactlab")
 
@@ -45,129 +42,108 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (also used to document the CLI)."""
+    """The argument parser (also used to document the CLI); run options come from the declared
+    parameters (``impactlab.parameters()``), so a new knob is a new flag with no edit here."""
     parser = _Parser(prog="impactlab", description="Simulate GPU-cluster scheduling policies.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     sim = sub.add_parser("simulate", help="replay a trace (or a synthetic Ai2-like workload) under a policy")
     cmp = sub.add_parser("compare", help="replay the same workload under several policies, side by side")
-    cmp.add_argument("--policies", nargs="+", default=["legacy", "impactful"], choices=sorted(REGISTRY))
-    _run_options(sim, policy=True)
-    _run_options(cmp, policy=False)
+    sim.add_argument("--policy", required=True, type=_policy_name, help=f"one of {policy_names()} or module:Class")
+    cmp.add_argument("--policies", nargs="+", default=["legacy", "impactful"], type=_policy_name,
+                     help=f"policies to compare (default legacy impactful); from {policy_names()} or module:Class")
+    for command in (sim, cmp):
+        _run_options(command)
     return parser
 
 
-def _run_options(sim: argparse.ArgumentParser, policy: bool) -> None:
-    """Options shared by ``simulate`` and ``compare``."""
-    sim.add_argument("--trace", type=Path,
-                     help="trace file: impactlab CSV/Parquet, Philly, Helios, Acme, Alibaba, sacct (default: synthetic)")
-    sim.add_argument("--format", choices=sorted(FORMATS), help="trace format (default: detected from the columns)")
-    sim.add_argument("--trace-start-days", type=float, default=0.0, help="replay the trace from this day on")
-    sim.add_argument("--trace-days", type=float, help="replay only this many days of the trace (default: all)")
-    sim.add_argument("--skip-large", action="store_true",
-                     help="skip (and report) jobs larger than the cluster instead of stopping")
-    sim.add_argument("--fill-contract", action="store_true",
-                     help="set min_runtime_s, checkpoint_s and util from per-kind defaults")
-    d = SimConfig()
-    sim.add_argument("--scenario", type=Path,
-                     help="scenario YAML (data/scenario-*.yaml): cluster, generator and budgets; "
-                          "options left at their defaults take the scenario's values")
-    sim.add_argument("--gpus", type=int, default=d.gpus, help=f"cluster size in GPUs (default {d.gpus})")
-    sim.add_argument("--gpus-per-node", type=int, default=d.gpus_per_node)
-    sim.add_argument("--days", type=float, default=d.days, help=f"simulated days (default {d.days:g})")
-    sim.add_argument("--demand", type=float, default=d.demand,
-                     help=f"synthetic offered load / capacity (default {d.demand:g})")
-    sim.add_argument("--funded-load", type=float, default=d.funded_load,
-                     help=f"synthetic funded part of the load (default {d.funded_load:g})")
-    sim.add_argument("--seed", type=int, default=d.seed)
-    if policy:
-        sim.add_argument("--policy", required=True, choices=sorted(REGISTRY))
-    sim.add_argument("--budgets", type=Path, help="budget tree (YAML); default: the synthetic org, or equal shares")
-    sim.add_argument("--unknown-projects", choices=("unallocated", "error"), default="unallocated",
-                     help="jobs whose project is not in the budget tree: run unallocated (default) or stop")
-    sim.add_argument("--window-days", type=float, help="impactful: sliding fair-share window (default 7)")
-    sim.add_argument("--cap-hours", type=float, help="impactful: protection cap (default 8)")
-    sim.add_argument("--warmup-days", type=float, help="left out of the metrics (default: the window, 7 d)")
-    sim.add_argument("--node-mtbf-hours", type=float, help="node failures: mean time between failures per node (off when absent)")
-    sim.add_argument("--repair", choices=REPAIR_MODES, help="how failed nodes are repaired (default: the policy's own)")
-    sim.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    sim.add_argument("--out", type=Path, help="write events, jobs, budgets (Parquet), summary and config (JSON)")
+def _run_options(command: argparse.ArgumentParser) -> None:
+    """One flag per declared parameter, grouped; absent flags stay absent (not defaults)."""
+    command.add_argument("--scenario", type=Path, help="scenario YAML (data/scenario-*.yaml): cluster, "
+                         "workload and budgets; flags given explicitly win over it")
+    command.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    command.add_argument("--out", type=Path, help="write events, jobs, budgets, trace (Parquet), summary "
+                                                  "and config (JSON)")
+    for group, params in iter_groups([p for p in parameters() if p.name != "policy"]):
+        title = f"{group} knobs (policies: {', '.join(params[0].policies)})" if params[0].policies else group
+        section = command.add_argument_group(title)
+        for param in params:
+            _add_flag(section, param)
 
 
-def apply_scenario(args: argparse.Namespace) -> BudgetTree | None:
-    """Fill options left at their defaults from ``--scenario``; return its budget tree."""
-    if not args.scenario:
-        return None
-    try:
-        scenario = load_scenario(args.scenario)
-    except ValueError as err:
-        raise UsageError(str(err)) from None
-    default = SimConfig()
-    for name in ("gpus", "gpus_per_node", "days", "demand", "funded_load", "seed"):
-        if getattr(args, name) == getattr(default, name):
-            setattr(args, name, getattr(scenario.config, name))
-    return scenario.budgets
+def _add_flag(section: argparse._ArgumentGroup, param: Param) -> None:
+    kwargs: dict[str, Any] = {"dest": param.name, "default": argparse.SUPPRESS,
+                              "help": param.describe().replace("%", "%%")}
+    if param.type is bool:
+        kwargs["action"] = argparse.BooleanOptionalAction
+    else:
+        kwargs.update(type=_parser_of(param), metavar=param.unit.upper().replace(" ", "_") or param.type.__name__.upper())
+    section.add_argument(param.cli_flag, **kwargs)
 
 
-def config_from_args(args: argparse.Namespace, policy: str) -> SimConfig:
-    """The run configuration the arguments describe."""
-    knobs = {}
-    if policy == "impactful":
-        if args.window_days is not None:
-            knobs["window_days"] = args.window_days
-        if args.cap_hours is not None:
-            knobs["cap_hours"] = args.cap_hours
-    warmup = args.warmup_days
-    if warmup is None:  # the same reporting window for every policy, so runs compare
-        warmup = min(args.window_days or 7.0, args.days / 2)
-    for name in ("gpus", "days", "demand"):
-        if not getattr(args, name) > 0:
-            raise UsageError(f"--{name} must be positive, got {getattr(args, name)}")
-    try:
-        health = HealthConfig(mtbf_hours=args.node_mtbf_hours, repair=args.repair)
-        return SimConfig(policy=policy, gpus=args.gpus, gpus_per_node=args.gpus_per_node, days=args.days,
-                         demand=args.demand, funded_load=args.funded_load, seed=args.seed,
-                         warmup_days=warmup, policy_knobs=knobs, health=health)
-    except ValueError as err:
-        raise UsageError(str(err)) from None
-
-
-def read_trace(path: Path, max_gpus: int, format: str | None = None, skip_large: bool = False) -> pd.DataFrame:
-    """A trace file of any supported format, validated into the schema; skips are logged."""
-    if not path.exists():
-        raise UsageError(f"{path}: no such file")
-    loaded = load(path, format, max_gpus=max_gpus, oversize="skip" if skip_large else "error")
-    report = loaded.report
-    if report.skipped:
-        reasons = "; ".join(f"{n} {why}" for why, n in report.skipped.items())
-        log.warning("%s: loaded %d of %d rows (skipped: %s)", path, report.jobs, report.rows, reasons)
-    for line in report.lines()[1:]:
-        log.info(line)
-    return loaded.trace
-
-
-def shape_trace(trace: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
-    """Apply the reshaping options: time window and contract defaults."""
-    if args.trace_start_days or args.trace_days is not None:
+def _parser_of(param: Param) -> Any:
+    def parse(text: str) -> Any:
         try:
-            trace = window(trace, args.trace_start_days, args.trace_days)
-        except ValueError as err:
-            raise UsageError(str(err)) from None
-    return fill_contract(trace) if args.fill_contract else trace
+            return param.parse(text)
+        except ParamError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+    parse.__name__ = param.name  # argparse names the converter in its messages
+    return parse
 
 
-def run(args: argparse.Namespace, policy: str) -> SimResult:
-    """Load the inputs and simulate under one policy."""
-    scenario_tree = apply_scenario(args)
-    config = config_from_args(args, policy)
-    trace = None
-    if args.trace:
-        trace = shape_trace(read_trace(args.trace, config.gpus, args.format, args.skip_large), args)
-    tree = load_budgets(args.budgets) if args.budgets else None
-    if trace is None and tree is not None:
-        raise UsageError("--budgets needs --trace: the synthetic workload brings its own organisation")
-    tree = tree or scenario_tree
-    return simulate(config, trace=trace, budgets=tree, on_unknown_project=args.unknown_projects)
+def _policy_name(text: str) -> str:
+    try:
+        policy_class(text)
+    except ParamError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
+def given(args: argparse.Namespace) -> dict[str, Any]:
+    """The declared parameters set on the command line (absent flags are not in the namespace)."""
+    names = {p.name for p in parameters()}
+    return {k: v for k, v in vars(args).items() if k in names}
+
+
+def base_config(args: argparse.Namespace) -> SimConfig:
+    """Defaults, then the scenario file, then the explicit flags (which always win)."""
+    base = load_scenario(args.scenario).config if args.scenario else SimConfig()
+    values = given(args)
+    knobs = {p.name for p in parameters() if p.policies}
+    run = {k: v for k, v in values.items() if k not in knobs}
+    if args.command == "simulate":
+        return base.with_params({**run, "policy": args.policy, **{k: values[k] for k in values if k in knobs}})
+    return base.with_params(run)
+
+
+def variants(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """compare: each policy with the knobs given on the command line that it declares."""
+    knobs = {k: v for k, v in given(args).items() if k in {p.name for p in parameters() if p.policies}}
+    declared = {name: {p.name for p in policy_params(name)} for name in args.policies}
+    orphans = sorted(k for k in knobs if not any(k in mine for mine in declared.values()))
+    if orphans:
+        raise UsageError(f"{', '.join(orphans)}: not a knob of any of {args.policies}")
+    return {name: {"policy": name, **{k: v for k, v in knobs.items() if k in declared[name]}}
+            for name in args.policies}
+
+
+def run(args: argparse.Namespace) -> list[SimResult]:
+    """Parse -> config -> simulate or compare; the results in the order asked."""
+    config = base_config(args)
+    if args.command == "simulate":
+        return [simulate(config)]
+    return compare(config, variants(args))
+
+
+def check_out(out: Path | None) -> None:
+    """Refuse an output path that cannot be a results folder before spending time on a run."""
+    if out is None:
+        return
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: exists and is not a directory")
+    probe = out if out.exists() else next((p for p in out.parents if p.exists()), Path("."))
+    if not os.access(probe, os.W_OK):
+        raise UsageError(f"--out {out}: {probe} is not writable")
 
 
 def json_ready(value: object) -> object:
@@ -211,19 +187,21 @@ def format_comparison(summaries: list[dict]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
-    policies = [args.policy] if args.command == "simulate" else args.policies
     try:
-        summaries = []
-        for policy in policies:
-            result = run(args, policy)
-            summaries.append(json_ready(result.summary()))
+        args = build_parser().parse_args(argv)
+    except SystemExit as stop:  # a bad flag (status 2, one line on stderr) or --help (0)
+        return int(stop.code or 0)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    try:
+        check_out(args.out)
+        results = run(args)
+        for result in results:
             if args.out:
-                result.save(args.out / policy if args.command == "compare" else args.out)
-    except (UsageError, TraceError, BudgetError, PolicyError) as err:
+                result.save(args.out / result.config.policy if args.command == "compare" else args.out)
+    except (UsageError, ParamError, ScenarioError, TraceError, BudgetError, PolicyError) as err:
         print(f"impactlab: error: {err}", file=sys.stderr)
         return 2
+    summaries = [json_ready(r.summary()) for r in results]
     if args.json:
         text = json.dumps(summaries[0] if args.command == "simulate" else summaries)
     elif args.command == "simulate":

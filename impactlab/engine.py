@@ -20,8 +20,9 @@ from collections.abc import Callable, Sequence
 from .budgets import BudgetTree
 from .clock import Call, Clock
 from .cluster import Cluster
+from .config import HealthConfig
 from .events import Ev, EventLog, Job
-from .health import HealthConfig, NodeHealth
+from .health import NodeHealth
 from .policies.base import Context, Policy, PolicyError
 
 QUEUED, PENDING, RUNNING, DONE, WITHDRAWN = range(5)  # QUEUED = not yet submitted

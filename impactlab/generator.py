@@ -10,12 +10,13 @@ priorities, long jobs opting out of preemption) are drawn into the same rows.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from .budgets import BudgetTree
+from .config import GeneratorConfig
 from .rng import streams
 from .units import DAY_S, HOUR_S
 
@@ -61,31 +62,6 @@ PRIORITY_P = (0.05, 0.25, 0.55, 0.15)
 
 
 @dataclass(frozen=True)
-class GeneratorConfig:
-    """Knobs of the synthetic workload."""
-
-    gpus: int = 256
-    days: float = 14.0
-    demand: float = 2.5  # offered GPU-hours per hour / capacity
-    funded_load: float = 0.8  # the funded part of the offered load
-    seed: int = 0
-    gpus_per_node: int = 8
-    users_per_1024_gpus: int = 150
-    pretrain_chain_mean: float = 4.0  # runs per pretraining campaign before it ends or is cancelled
-    opt_out_long: float = 0.85  # legacy: jobs over 8 h that refuse preemption
-    opt_out_short: float = 0.3
-    funded_shares: dict[str, float] = field(default_factory=lambda: dict(FUNDED_SHARES))
-
-    def __post_init__(self) -> None:
-        if self.gpus < self.gpus_per_node or self.gpus % self.gpus_per_node:
-            raise ValueError(f"gpus must be a positive multiple of {self.gpus_per_node}, got {self.gpus}")
-        if self.days <= 0:
-            raise ValueError(f"days must be positive, got {self.days}")
-        if not 0 < self.funded_load <= self.demand:
-            raise ValueError(f"need 0 < funded_load <= demand, got {self.funded_load}, {self.demand}")
-
-
-@dataclass(frozen=True)
 class Workload:
     """A generated trace with the organisation that produced it."""
 
@@ -103,7 +79,7 @@ def generate(config: GeneratorConfig | None = None) -> Workload:
     projects = np.array(sorted(weights))
     project_p = np.array([weights[p] for p in projects])
     parts = []
-    for kind, share in config.funded_shares.items():
+    for kind, share in (config.funded_shares or FUNDED_SHARES).items():
         target = share * config.funded_load * capacity_gpu_s
         if kind == "pretrain":
             rows = _campaigns(target, config, projects, project_p, kind_rng)

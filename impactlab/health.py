@@ -21,40 +21,13 @@ depends on nothing that runs a simulation.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
 
+from .config import REPAIR_MODES, HealthConfig, RepairMode
 from .rng import family
 from .units import HOUR_S
 
-RepairMode = Literal["automatic", "manual"]
-REPAIR_MODES: tuple[RepairMode, ...] = ("automatic", "manual")
-
-
-@dataclass(frozen=True)
-class HealthConfig:
-    """Failure and repair knobs; with ``mtbf_hours=None`` (the default) nodes never fail."""
-
-    mtbf_hours: float | None = None  # mean time between failures of one node
-    repair: RepairMode | None = None  # None: the policy's own (legacy manual, others automatic)
-    auto_repair_hours: float = 2.0  # drain, reboot, health checks, back in service
-    human_repair_hours: float = 24.0  # a ticket, a person, maybe a part
-    human_fraction: float = 0.25  # automatic mode: failures that still need a person
-    detect_hours: float = 4.0  # manual mode: until a person notices the failing node
-    crash_s: float = 300.0  # manual mode: how long a job lasts on a failed node
-
-    def __post_init__(self) -> None:
-        if self.mtbf_hours is not None and not self.mtbf_hours > 0:
-            raise ValueError(f"mtbf_hours must be positive, got {self.mtbf_hours}")
-        if self.repair is not None and self.repair not in REPAIR_MODES:
-            raise ValueError(f"repair must be one of {REPAIR_MODES}, got {self.repair!r}")
-        if not 0 <= self.human_fraction <= 1:
-            raise ValueError(f"human_fraction must be in [0, 1], got {self.human_fraction}")
-        for name in ("auto_repair_hours", "human_repair_hours", "detect_hours"):
-            if not getattr(self, name) >= 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if not self.crash_s > 0:  # a job must live a moment, or it would land and die forever
-            raise ValueError(f"crash_s must be positive, got {self.crash_s}")
+__all__ = ["REPAIR_MODES", "HealthConfig", "NodeHealth", "RepairMode"]
 
 
 class NodeOps(Protocol):

@@ -13,12 +13,13 @@ organisation's (its leaves should name the generator's projects ``p00, p01, ...`
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from .budgets import BudgetError, BudgetTree
-from .config import SimConfig
+from .config import SimConfig, parameters
+from .params import ParamError
 
 
 class ScenarioError(ValueError):
@@ -26,8 +27,9 @@ class ScenarioError(ValueError):
 
 
 SECTIONS = {"name", "description", "cluster", "generator", "budgets"}
-CLUSTER_KEYS = {"gpus", "gpus_per_node"}
-GENERATOR_KEYS = {"days", "demand", "funded_load", "seed"}
+#: Scenario sections hold the declared parameters of their group.
+CLUSTER_KEYS = {p.name for p in parameters() if p.group == "cluster"}
+GENERATOR_KEYS = {p.name for p in parameters() if p.group == "workload"}
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ def load_scenario(path: str | Path, policy: str = "impactful") -> Scenario:
     path = Path(path)
     try:
         spec = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as err:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
         raise ScenarioError(f"{path}: cannot read scenario: {str(err).splitlines()[0]}") from None
     if not isinstance(spec, dict):
         raise ScenarioError(f"{path}: a scenario is a mapping with {sorted(SECTIONS)}")
@@ -59,18 +61,25 @@ def load_scenario(path: str | Path, policy: str = "impactful") -> Scenario:
     cluster, gen = spec.get("cluster") or {}, spec.get("generator") or {}
     _only(cluster, CLUSTER_KEYS, f"{path}: cluster")
     _only(gen, GENERATOR_KEYS, f"{path}: generator")
-    config = SimConfig(policy=policy, **cluster, **gen)
     tree = BudgetTree.from_dict(spec["budgets"], source=f"{path}: budgets") if spec.get("budgets") else None
     if tree is not None and not tree.leaves:
         raise BudgetError(f"{path}: budgets: the tree has no projects")
+    try:  # the config names the file for its tree, so that it alone rebuilds the run
+        config = SimConfig(policy=policy).with_params(
+            {**cluster, **gen, "budgets_path": str(path) if tree is not None else None})
+    except ParamError as err:
+        raise ScenarioError(f"{path}: {err}") from None
     return Scenario(str(spec.get("name", path.stem)), config, tree, str(spec.get("description", "")))
 
 
 def scenario_dict(name: str, config: SimConfig, tree: BudgetTree | None, description: str = "") -> dict[str, Any]:
     """The YAML form of a scenario (inverse of ``load_scenario``)."""
-    gen = {f.name: getattr(config, f.name) for f in fields(config) if f.name in GENERATOR_KEYS}
+    flat = config.flat()
+    defaults = SimConfig().flat()
+    gen = {k: flat[k] for k in sorted(GENERATOR_KEYS) if k in ("days", "demand", "funded_load", "seed")
+           or flat[k] != defaults[k]}
     out: dict[str, Any] = {"name": name, "description": description,
-                           "cluster": {"gpus": config.gpus, "gpus_per_node": config.gpus_per_node},
+                           "cluster": {k: flat[k] for k in ("gpus", "gpus_per_node")},
                            "generator": gen}
     if tree is not None:
         out["budgets"] = tree.to_dict()

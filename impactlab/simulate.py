@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import pandas as pd
 
@@ -18,10 +19,11 @@ from .cluster import Cluster
 from .config import SimConfig
 from .engine import Engine
 from .events import events_frame, jobs_from_trace
-from .generator import generate
 from .metrics import Window, health_series, share_series, summarise
 from .policies import Policy, make_policy
-from .trace import TraceError, validate_trace
+from .trace import TraceError
+from .units import DAY_S
+from .workload import Inputs, prepare
 
 log = logging.getLogger(__name__)
 
@@ -88,27 +90,26 @@ class SimResult:
 
 def simulate(config: SimConfig | None = None, trace: pd.DataFrame | None = None,
              budgets: BudgetTree | None = None, policy: Policy | None = None,
-             on_unknown_project: Literal["unallocated", "error"] = "unallocated") -> SimResult:
+             on_unknown_project: Literal["unallocated", "error"] | None = None, *,
+             inputs: Inputs | None = None, label: str = "") -> SimResult:
     """Replay a trace (or the synthetic workload of ``config``) under ``config.policy``.
 
-    ``policy`` overrides the registered policy with an instance (a researcher's draft, or a
-    test oracle); ``config.policy`` then only names the run. Without ``config``, the default
-    scenario (``SimConfig()``). Jobs whose project is not a leaf of ``budgets`` run unallocated
-    and are reported (log warning, ``SimResult.unknown_projects``), or raise a BudgetError with
-    ``on_unknown_project="error"``.
+    The workload comes from ``config`` (generator knobs, or ``trace_path`` / ``budgets_path``);
+    ``trace`` (a DataFrame in the schema) and ``budgets`` override it, and ``inputs`` (from
+    ``impactlab.workload.prepare``) reuses one already built. ``policy`` overrides the
+    registered policy with an instance (a researcher's draft, or a test oracle);
+    ``config.policy`` then only names the run. Jobs whose project is not a leaf of the tree run
+    unallocated and are reported (log warning, ``SimResult.unknown_projects``), or raise a
+    BudgetError when ``on_unknown_project`` (default: ``config.unknown_projects``) is "error".
     """
     config = config or SimConfig()
-    if trace is None:
-        workload = generate(config.generator())
-        trace, tree = workload.trace, budgets or workload.tree
-    else:
-        trace = validate_trace(trace, max_gpus=config.gpus)
-        tree = budgets or _flat_tree(trace)
+    inputs = inputs or prepare(config, trace, budgets)
+    trace, tree = inputs.trace, inputs.tree
     too_big = trace["gpus"] > config.gpus
     if too_big.any():
         row = int(too_big.to_numpy().argmax())
         raise TraceError("trace", row, "gpus", f"job larger than the cluster ({config.gpus} GPUs)")
-    unknown = check_projects(trace, tree, on_unknown_project)
+    unknown = check_projects(trace, tree, on_unknown_project or config.unknown_projects)  # type: ignore[arg-type]
     jobs = jobs_from_trace(trace, tree, config.gpus_per_node)
     policy = policy or make_policy(config.policy, **config.policy_knobs)
     engine = Engine(jobs, tree, Cluster(config.nodes, config.gpus_per_node), policy,
@@ -120,7 +121,29 @@ def simulate(config: SimConfig | None = None, trace: pd.DataFrame | None = None,
     return SimResult(config, trace, tree, events_frame(event_log), wall, unknown_projects=unknown)
 
 
-def _flat_tree(trace: pd.DataFrame) -> BudgetTree:
-    """Without a budget tree, every project in the trace gets an equal share."""
-    projects = sorted(p for p in trace["project"].unique() if p)
-    return BudgetTree.flat({p: 1.0 for p in projects}) if projects else BudgetTree.from_dict({"name": "root"})
+def compare(config: SimConfig | None = None,
+            policies: Sequence[str] | Mapping[str, Mapping[str, Any]] = ("legacy", "impactful"),
+            trace: pd.DataFrame | None = None, budgets: BudgetTree | None = None) -> list[SimResult]:
+    """Replay one workload under several policies (or variants), with one reporting window.
+
+    ``policies`` is a list of policy names, or a mapping from a label to parameter overrides
+    (``{"cap 4 h": {"policy": "impactful", "cap_hours": 4}}``; a label that names a policy
+    needs no "policy" key). The workload is built once; each run's knobs are the config's,
+    kept where the run's policy declares them. Results come back in order, labelled.
+    """
+    config = config or SimConfig()
+    variants = _variants(policies)
+    base = replace(config, warmup_days=config.warmup_s / DAY_S)  # the same window for every run
+    inputs = prepare(base, trace, budgets)
+    runs = [(label, base.with_params(changes)) for label, changes in variants.items()]
+    return [simulate(cfg, inputs=inputs, label=label) for label, cfg in runs]
+
+
+def _variants(policies: Sequence[str] | Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Label -> parameter overrides; a plain name is a policy with its default knobs."""
+    if isinstance(policies, str):
+        raise TypeError("policies is a list of names or a mapping of label -> overrides, not a string")
+    if not isinstance(policies, Mapping):
+        return {name: {"policy": name} for name in policies}
+    return {label: {"policy": label, **changes} if "policy" not in changes else dict(changes)
+            for label, changes in policies.items()}

@@ -1,33 +1,25 @@
-"""Scheduling policies and their registry: a new policy is one file plus one line here."""
+"""Scheduling policies: the protocol, the built-ins (one file each) and the registry view.
+
+The registry itself lives in ``impactlab.registry`` (the bottom layer, so that a config can
+check a policy's knobs); a new policy is one file plus ``impactlab.register_policy``.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..params import ParamError
+from ..registry import REGISTRY, check_knobs, policy_class, register_policy
 from .base import BasePolicy, Context, Policy, PolicyError, Scheduler
-from .fairshare import FairShare
-from .fifo import Fifo
-from .impactful import Impactful
-from .legacy import Legacy
-
-REGISTRY: dict[str, type] = {
-    "fifo": Fifo,
-    "legacy": Legacy,
-    "fairshare": FairShare,
-    "impactful": Impactful,
-}
 
 
 def make_policy(name: str, **knobs: Any) -> Policy:
-    """A fresh policy instance by registered name, with knob overrides."""
+    """A fresh policy instance by registered name (or ``"module:Class"`` spec), with knob overrides."""
     try:
-        cls = REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown policy {name!r}; choose from {sorted(REGISTRY)}") from None
-    try:
-        return cls(**knobs)
-    except TypeError as err:
-        raise ValueError(f"policy {name!r}: bad knobs {knobs}: {err}") from None
+        return policy_class(name)(**check_knobs(name, knobs))
+    except ParamError as err:
+        raise ValueError(str(err)) from None
 
 
-__all__ = ["REGISTRY", "BasePolicy", "Context", "Policy", "PolicyError", "Scheduler", "make_policy"]
+__all__ = ["REGISTRY", "BasePolicy", "Context", "Policy", "PolicyError", "Scheduler", "make_policy",
+           "register_policy"]

@@ -14,8 +14,11 @@ A policy is a small dataclass whose fields are its knobs. The engine calls it:
 * ``protection_s(job)`` is the contract: for how long after an attempt starts the job may not
   be preempted. The engine enforces it.
 
-To add a policy, write one file with a class like this and add it to ``REGISTRY`` in
-``impactlab/policies/__init__.py``; the invariant tests then cover it.
+A policy's knobs are its dataclass fields; declare each with ``impactlab.params.knob`` (default,
+type, help, unit, range) so that the CLI, the widgets and sweeps can offer and check it. To add
+a policy, write one file with a class like this and call
+``impactlab.register_policy("name", MyPolicy)``, or name it by its ``"module:Class"`` spec; the
+invariant tests cover every registered policy.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import ClassVar, Protocol
 from ..budgets import BudgetTree
 from ..cluster import Cluster
 from ..events import Job
+from ..params import check_fields
 
 
 class PolicyError(RuntimeError):
@@ -99,6 +103,10 @@ class BasePolicy:
     name: ClassVar[str] = "base"
     repair: ClassVar[str] = "automatic"  # how failed nodes are repaired unless the run says
     ctx: Context
+
+    def __post_init__(self) -> None:
+        """Check every declared knob against its range (a dataclass calls this after init)."""
+        check_fields(self)
 
     def setup(self, ctx: Context) -> None:
         """Remember the run's static facts."""

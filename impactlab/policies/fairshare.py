@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ..params import knob
 from ..units import DAY_S
 from .base import BasePolicy, Context, Scheduler
 from .fair import FairQueues, FairTree
@@ -19,8 +20,10 @@ class FairShare(BasePolicy):
     """
 
     name: ClassVar[str] = "fairshare"
-    half_life_days: float | None = 7.0
-    refresh_s: float = 300.0
+    half_life_days: float | None = knob(7.0, float, "usage decays with this half-life", "days", lo=0,
+                                        hi=365, step=0.5, lo_open=True, nullable=True)
+    refresh_s: float = knob(300.0, float, "how often the fair-share ranking is refreshed", "s", lo=1,
+                            hi=86_400, step=60)
 
     def setup(self, ctx: Context) -> None:
         """Build the fair-share state and the queues."""

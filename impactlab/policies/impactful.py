@@ -9,6 +9,7 @@ from functools import partial
 from typing import ClassVar
 
 from ..events import Job
+from ..params import knob
 from ..units import DAY_S
 from .base import Context, Scheduler
 from .fair import BOOSTED_KINDS
@@ -23,27 +24,35 @@ class Impactful(FairShare):
     then preemptible by under-served budgets; unallocated work backfills and never preempts."""
 
     name: ClassVar[str] = "impactful"
-    window_days: float = 7.0
-    cap_hours: float = 8.0
-    protect_unallocated: bool = False
-    half_life_days: float | None = None  # decay the window's usage instead of a hard cut-off
-    refresh_s: float = 300.0
-    boost_interactive: bool = True  # debug/interactive first within their tier (Ai2: debug p90 30 s)
-    # A funded victim may hold at most this many times the GPUs of the job it makes room for:
-    # breaking up a large gang for a small job wastes the rest of it and the gang then
-    # struggles to find whole nodes again (fragmentation). inf = no limit.
-    max_victim_ratio: float = 1.0
+    window_days: float = knob(7.0, float, "sliding fair-share window over which usage counts",
+                              "days", lo=0, hi=90, step=0.5, lo_open=True)
+    cap_hours: float = knob(8.0, float, "protection cap: a job is protected for min(declared "
+                            "minimum runtime, cap)", "h", lo=0, hi=168, step=0.5)
+    protect_unallocated: bool = knob(False, bool, "unallocated jobs get the contract too")
+    half_life_days: float | None = knob(None, float, "decay the window's usage with this "
+                                        "half-life instead of a hard cut-off (none: hard cut-off)",
+                                        "days", lo=0, hi=365, step=0.5, lo_open=True, nullable=True)
+    refresh_s: float = knob(300.0, float, "how often the fair-share ranking is refreshed", "s",
+                            lo=1, hi=86_400, step=60)
+    boost_interactive: bool = knob(True, bool, "debug and interactive work first within its tier "
+                                   "(Ai2: debug p90 wait 30 s)")
+    # Breaking up a large gang for a small job wastes the rest of it and the gang then
+    # struggles to find whole nodes again (fragmentation).
+    max_victim_ratio: float = knob(1.0, float, "a funded victim may hold at most this many times "
+                                   "the GPUs of the job it makes room for (inf: no limit)",
+                                   "x", lo=0, hi=math.inf, step=0.5, lo_open=True)
     # Multi-node gangs look for victims only in the pass that refreshes the fair-share ranking
     # (every refresh_s), like the periodic preemption cycle of batch schedulers; smaller jobs
     # look at every event. Clearing whole nodes rarely becomes possible from one event to the
     # next, and these searches were most of the scheduling time.
-    gangs_preempt_every_pass: bool = False
-    # With the boost, a share of the nodes (rounded up to whole nodes; the highest-numbered)
-    # held back for debug/interactive work: boosted jobs go there when nothing else fits, other
-    # funded work never starts there, and unallocated work backfills it and yields to boosted
-    # jobs. Without it protected work can cover a small cluster, and a debug job that needs a
-    # whole node waits for hours.
-    interactive_reserve: float = 0.03
+    gangs_preempt_every_pass: bool = knob(False, bool, "multi-node gangs search for victims at "
+                                          "every pass, not only at ranking refreshes")
+    # With the boost, the highest-numbered nodes are held back for debug/interactive work:
+    # boosted jobs go there when nothing else fits, other funded work never starts there, and
+    # unallocated work backfills it and yields to boosted jobs. Without it protected work can
+    # cover a small cluster, and a debug job that needs a whole node waits for hours.
+    interactive_reserve: float = knob(0.03, float, "share of nodes (rounded up) held for debug "
+                                      "and interactive work", lo=0, hi=0.99, step=0.01)
 
     def setup(self, ctx: Context) -> None:
         """Build the fair-share state, the lanes and the victim indexes."""
@@ -64,11 +73,6 @@ class Impactful(FairShare):
         if self.reserve:
             self.place = (partial(cluster.best_fit, avoid=self.reserve),
                           lambda g: cluster.best_fit(g, self.reserve) or cluster.best_fit(g))
-
-    def __post_init__(self) -> None:
-        """Reject knobs outside their range."""
-        if not 0.0 <= self.interactive_reserve < 1.0:
-            raise ValueError(f"interactive_reserve must be in [0, 1), got {self.interactive_reserve}")
 
     def protection_s(self, job: Job) -> float:
         """The contract: min(declared minimum runtime, cap); none for unallocated by default."""

@@ -1,0 +1,99 @@
+"""The inputs of a run, from its config: a validated trace and a budget tree, with provenance.
+
+A config names its workload (the synthetic generator's knobs, or a trace file with its
+reshaping options and a budget file); ``prepare`` builds it once so that several policies can
+replay the same rows (``compare``), and records where it came from next to the results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .budget_io import load_budgets
+from .budgets import BudgetTree
+from .config import SimConfig
+from .generator import generate
+from .trace import validate_trace
+from .traces import load
+from .traces.reshape import fill_contract, window
+
+log = logging.getLogger(__name__)
+
+#: Config fields that do not change the inputs (policy side, reporting, health).
+_RUN_SIDE = frozenset({"policy", "policy_knobs", "restart_overhead_s", "warmup_days", "health"})
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """A run's trace (validated, in the schema) and budget tree, with where they came from."""
+
+    trace: pd.DataFrame
+    tree: BudgetTree
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+
+def inputs_key(config: SimConfig) -> tuple:
+    """What determines a config's inputs: equal keys, identical trace and tree."""
+    return tuple(getattr(config, f.name) for f in fields(config) if f.name not in _RUN_SIDE)
+
+
+def prepare(config: SimConfig, trace: pd.DataFrame | None = None, budgets: BudgetTree | None = None) -> Inputs:
+    """The trace and tree ``config`` describes; ``trace`` / ``budgets`` override its sources."""
+    tree = budgets
+    if tree is None and config.budgets_path:
+        tree = load_budgets(config.budgets_path)
+    if trace is not None:
+        trace, provenance = validate_trace(trace, max_gpus=config.gpus), {"source": "dataframe"}
+    elif config.trace_path:
+        trace, provenance = read_trace(config)
+    else:
+        work = generate(config.generator())
+        trace, tree = work.trace, tree or work.tree
+        provenance = {"source": "synthetic"}
+    tree = (tree or _flat_tree(trace)).with_shares(config.budget_shares)
+    provenance.update(rows=len(trace), budgets_path=config.budgets_path if budgets is None else None)
+    return Inputs(trace, tree, provenance)
+
+
+def read_trace(config: SimConfig) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The config's trace file, loaded, reshaped and validated, with its provenance."""
+    path = Path(config.trace_path or "")
+    loaded = load(path, config.trace_format, max_gpus=config.gpus,
+                  oversize="skip" if config.skip_large else "error")
+    report = loaded.report
+    if report.skipped:
+        reasons = "; ".join(f"{n} {why}" for why, n in report.skipped.items())
+        log.warning("%s: loaded %d of %d rows (skipped: %s)", path, report.jobs, report.rows, reasons)
+    trace = loaded.trace
+    if config.trace_start_days or config.trace_days is not None:
+        trace = window(trace, config.trace_start_days, config.trace_days)
+    if config.fill_contract:
+        trace = fill_contract(trace)
+    provenance = {"source": "file", "path": str(path), "format": report.format, "sha256": file_hash(path),
+                  "load_report": report.to_dict()}
+    return trace, provenance
+
+
+def file_hash(path: Path) -> str:
+    """SHA-256 of a trace's bytes (of each file's name and bytes, for a folder of tables)."""
+    digest = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for file in files:
+        if path.is_dir():
+            digest.update(str(file.relative_to(path)).encode())
+        with file.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def _flat_tree(trace: pd.DataFrame) -> BudgetTree:
+    """Without a budget tree, every project in the trace gets an equal share."""
+    projects = sorted(p for p in trace["project"].unique() if p)
+    return BudgetTree.flat({p: 1.0 for p in projects}) if projects else BudgetTree.from_dict({"name": "root"})
