@@ -47,7 +47,7 @@ class Clock:
     @property
     def now(self) -> float:
         """The current simulated time in seconds."""
-        return self._env.now
+        return self._env._now  # what ``env.now`` returns, without a second property call
 
     def call_at(self, t: float, fn: Callable[..., None], args: tuple) -> None:
         """Call ``fn(*args)`` at exactly ``t`` (>= now), after the calls already set for ``t``."""

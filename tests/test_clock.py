@@ -36,6 +36,8 @@ def test_simpy_still_has_the_internals_the_clock_uses():
     require(isinstance(getattr(env, "_queue", None), list), "Environment._queue is no longer a list (the heap)")
     require(hasattr(getattr(env, "_eid", None), "__next__"), "Environment._eid is no longer an iterator")
     require(isinstance(getattr(simpy.core, "NORMAL", None), int), "simpy.core.NORMAL is gone")
+    env.run(until=2.5)
+    require(getattr(env, "_now", None) == env.now == 2.5, "Environment._now no longer holds the time")
     require(simpy.core.URGENT < simpy.core.NORMAL, "URGENT no longer sorts before NORMAL")
     first, second = next(env._eid), next(env._eid)
     require(second == first + 1, "Environment._eid no longer counts up by one")
