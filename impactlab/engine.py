@@ -61,6 +61,7 @@ class Engine:
     ):
         self.clock = Clock(self._fire)
         self.now = 0.0  # simulated seconds; set from the clock as each event fires
+        self._report_at = math.inf  # next progress report (simulated time); none by default
         self.jobs, self.cluster, self.policy = jobs, cluster, policy
         self.node_count = cluster.nodes
         self.restart_overhead_s, self.horizon_s = restart_overhead_s, horizon_s
@@ -94,14 +95,25 @@ class Engine:
         self.health = NodeHealth(self, health, health.repair or policy.repair, seed)
         policy.setup(Context(jobs, tree, cluster.capacity, cluster.gpus_per_node, self))
 
-    def run(self) -> EventLog:
-        """Run to the horizon and return the event log."""
+    def run(self, progress: Callable[[float], None] | None = None, reports: int = 200) -> EventLog:
+        """Run to the horizon and return the event log. ``progress(t_s)`` is called about
+        ``reports`` times, in simulated time, as the run goes (it observes; it never changes
+        what happens, since it is called from events that fire anyway)."""
+        if progress is not None:
+            self._progress, self._report_step = progress, self.horizon_s / reports
+            self._report_at = 0.0
         first = next((k for k, j in enumerate(self.jobs) if j.submit_s < self.horizon_s), None)
         if first is not None:
             self.at(self.jobs[first].submit_s, self._arrive, first)
         self.health.start()
         self.clock.run(until=self.horizon_s)
+        if progress is not None:
+            progress(self.horizon_s)
         return self.log
+
+    def _report(self) -> None:
+        self._progress(self.now)
+        self._report_at = (self.now // self._report_step + 1) * self._report_step
 
     # ----- timers ----------------------------------------------------------------------------
     def at(self, t: float, fn: Callable[..., None], *args: object) -> None:
@@ -136,6 +148,8 @@ class Engine:
 
     def _fire(self, call: Call) -> None:
         self.now = self.clock.now
+        if self.now >= self._report_at:
+            self._report()
         call.fn(*call.args)
         # The pass runs after the last event of this instant (and again if it requeued jobs),
         # inline rather than as one more simpy event: the same order, a third fewer events.

@@ -224,3 +224,12 @@ def test_compare_gives_the_same_log_as_simulate():
     both = il.compare(config, ["fifo", "impactful"])
     alone = il.simulate(config.with_params(policy="impactful"))
     assert both[1].events.equals(alone.events)
+
+
+def test_progress_reports_simulated_time_and_changes_nothing():
+    config = il.SimConfig(gpus=16, days=1.0, seed=3)
+    seen: list[float] = []
+    watched = il.simulate(config, progress=seen.append)
+    assert watched.events.equals(il.simulate(config).events)
+    assert seen == sorted(seen) and seen[-1] == config.horizon_s and len(seen) > 20
+    assert il.simulate(config, progress=True).events.equals(watched.events)  # a tqdm bar
