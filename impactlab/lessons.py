@@ -141,8 +141,11 @@ def metric_chart(frame: pd.DataFrame, x: str, metrics: Mapping[str, str] | Seque
     tooltip = ["run:N", "metric:N", alt.Tooltip("value:Q", format=",.3~f")]
     numeric = pd.api.types.is_numeric_dtype(frame[x]) and not pd.api.types.is_bool_dtype(frame[x])
     if numeric:
-        scale = alt.Scale(type="log") if log_x else alt.Scale(zero=False)
-        base = alt.Chart().encode(x=alt.X(f"{x}:Q", scale=scale), y=alt.Y("value:Q", title=None),
+        values = sorted(frame[x].dropna().unique().tolist())
+        lo, hi = (values[0], values[-1]) if values else (1, 10)
+        scale = alt.Scale(type="log" if log_x else "linear", domain=[lo, hi], nice=False, zero=False)
+        axis = alt.Axis(values=values) if len(values) <= 12 else alt.Axis()  # tick the values tried
+        base = alt.Chart().encode(x=alt.X(f"{x}:Q", scale=scale, axis=axis), y=alt.Y("value:Q", title=None),
                                   tooltip=[f"{x}:Q", *tooltip])
         layer = alt.layer(base.mark_line(color="#08519c"), base.mark_point(filled=True, color="#08519c"),
                           data=long)

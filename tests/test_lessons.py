@@ -128,6 +128,9 @@ def test_metric_chart_draws_lines_over_a_knob_and_bars_over_runs(runs):
                                  log_x=True).to_dict()
     assert lines["resolve"]["scale"]["y"] == "independent"
     assert {layer["mark"]["type"] for layer in lines["spec"]["layer"]} == {"line", "point"}
+    x = lines["spec"]["layer"][0]["encoding"]["x"]
+    assert x["scale"]["type"] == "log" and x["scale"]["domain"] == [1.0, 8.0]
+    assert x["axis"]["values"] == [1.0, 8.0]  # the caps tried, not log decades
     bars = lessons.metric_chart(frame, "run", ["impact", "wait_p90_s.debug"]).to_dict()
     assert bars["spec"]["layer"][0]["mark"]["type"] == "bar"
     assert bars["spec"]["layer"][0]["encoding"]["color"]["scale"]["domain"] == [r.run for r in runs]
