@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from . import __version__
 from .budgets import BudgetError
 from .config import SimConfig, parameters
 from .params import Param, ParamError, iter_groups
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     parameters (``impactlab.parameters()``), so a new knob is a new flag with no edit here."""
     parser = _Parser(prog="impactlab", description="Simulate GPU-cluster scheduling policies.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    parser.add_argument("--version", action="version", version=f"impactlab {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     sim = sub.add_parser("simulate", help="replay a trace (or a synthetic Ai2-like workload) under a policy")
     cmp = sub.add_parser("compare", help="replay the same workload under several policies, side by side")
@@ -155,9 +157,15 @@ def json_ready(value: object) -> object:
     return value
 
 
+def _window(summary: dict) -> str:
+    """The simulated span and the reporting window, in days."""
+    days, start = round(summary["days"], 2), round(summary["report_from_days"], 2)
+    return f"simulated days 0-{days:g}, reported days {start:g}-{days:g}"
+
+
 def format_table(summary: dict) -> str:
     """A readable summary: headline fractions, counts and waits per kind."""
-    title = (f"policy {summary['policy']} on {summary['gpus']} GPUs: {summary['jobs']} jobs, "
+    title = (f"policy {summary['policy']} on {summary['gpus']} GPUs, {_window(summary)}: {summary['jobs']} jobs, "
              f"simulated in {summary['sim_wall_s']:.2f} s")
     lines = [title]
     lines += [f"  {name:24} {summary[name]:7.3f}" for name in HEADLINE]
@@ -173,7 +181,7 @@ def format_table(summary: dict) -> str:
 def format_comparison(summaries: list[dict]) -> str:
     """Policies side by side: headline metrics and p50/p90 waits per kind."""
     head = f"  {'':24}" + "".join(f"{s['policy']:>12}" for s in summaries)
-    lines = [f"{summaries[0]['jobs']} jobs on {summaries[0]['gpus']} GPUs", head]
+    lines = [f"{summaries[0]['jobs']} jobs on {summaries[0]['gpus']} GPUs, {_window(summaries[0])}", head]
     for name in (*HEADLINE, *COUNTS, "sim_wall_s"):
         lines.append(f"  {name:24}" + "".join(f"{s[name]:12.3f}" if isinstance(s[name], float)
                                              else f"{s[name]:12d}" for s in summaries))

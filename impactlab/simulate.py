@@ -21,7 +21,7 @@ from .policies import Policy, make_policy
 from .results import SimResult
 from .trace import TraceError
 from .units import DAY_S
-from .workload import Inputs, prepare
+from .workload import Inputs, fit, prepare
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,7 @@ def simulate(config: SimConfig | None = None, trace: pd.DataFrame | None = None,
     """
     config = config or SimConfig()
     inputs = inputs or prepare(config, trace, budgets)
+    config = fit(config, inputs)
     trace, tree = inputs.trace, inputs.tree
     too_big = trace["gpus"] > config.gpus
     if too_big.any():
@@ -80,9 +81,10 @@ def compare(config: SimConfig | None = None,
     ``progress`` is passed to each ``simulate``.
     """
     config = config or SimConfig()
+    inputs = inputs or prepare(config, trace, budgets)
+    config = fit(config, inputs)
     runs = [(label, config.with_params(changes)) for label, changes in _variants(policies).items()]
     warmup_days = _shared_warmup_days(config, [cfg for _, cfg in runs])
-    inputs = inputs or prepare(config, trace, budgets)
     return [simulate(replace(cfg, warmup_days=warmup_days), inputs=inputs, label=label, progress=progress)
             for label, cfg in runs]
 

@@ -263,6 +263,7 @@ class Explorer(w.VBox):
                   if not param.policies or read(param, widget) != param.default}  # knobs: changes only
         base = self.base
         if self.scenario == "file":
+            values.pop("days")  # a trace is replayed over its whole span
             if not self.file.value.strip():
                 raise ParamError("give a trace file path (or upload one)")
             base = base.with_params(trace_path=self.file.value.strip(), budgets_path=None)
@@ -281,7 +282,7 @@ class Explorer(w.VBox):
 
     def estimate_s(self, config: SimConfig) -> float:
         """Expected seconds for a run, from the speed of the runs so far (GPU-days x policies)."""
-        return self._rate_s * config.gpus * config.days * config.demand * len(self.policies())
+        return self._rate_s * config.gpus * (config.days or 14.0) * config.demand * len(self.policies())
 
     def run(self) -> Run | None:
         """Simulate now with the controls' settings, show the charts; None when input is bad."""
