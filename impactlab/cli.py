@@ -14,13 +14,15 @@ from typing import Any, NoReturn
 
 from . import __version__
 from .budgets import BudgetError
-from .config import SimConfig, parameters
+from .config import SimConfig, parameter, parameters
+from .overview import overview
 from .params import Param, ParamError, iter_groups
 from .policies import PolicyError
 from .registry import policy_class, policy_names, policy_params
 from .scenario import ScenarioError, load_scenario
 from .simulate import SimResult, compare, simulate
 from .trace import TraceError
+from .traces import load
 
 log = logging.getLogger("impactlab")
 
@@ -56,7 +58,29 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"policies to compare (default legacy impactful); from {policy_names()} or module:Class")
     for command in (sim, cmp):
         _run_options(command)
+    _inspect_options(sub.add_parser("inspect", help="what a trace holds, and the cluster size that suits it"))
     return parser
+
+
+def _inspect_options(command: argparse.ArgumentParser) -> None:
+    """``impactlab inspect TRACE``: the trace summary, without simulating."""
+    command.add_argument("trace", type=Path, help="trace file (any supported format)")
+    for name in ("trace_format", "demand", "gpus_per_node"):
+        _add_flag(command, parameter(name))
+    command.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def inspect(args: argparse.Namespace) -> str:
+    """The text (or JSON) ``impactlab inspect`` prints."""
+    demand, per_node = getattr(args, "demand", 2.5), getattr(args, "gpus_per_node", 8)
+    loaded = load(args.trace, getattr(args, "trace_format", None), on_bad="error")
+    trace = loaded.trace
+    trace.attrs["load_report"] = loaded.report.to_dict()
+    info = overview(trace, per_node)
+    if args.json:
+        return json.dumps({**info.to_dict(), "format": loaded.report.format,
+                           "suggested_gpus": info.gpus_for(demand, per_node)})
+    return "\n".join([f"{args.trace} ({loaded.report.format})", *info.lines(demand, per_node)])
 
 
 def _run_options(command: argparse.ArgumentParser) -> None:
@@ -201,6 +225,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(stop.code or 0)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     try:
+        if args.command == "inspect":
+            print(inspect(args))
+            return 0
         check_out(args.out)
         results = run(args)
         for result in results:
