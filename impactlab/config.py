@@ -30,16 +30,17 @@ REPAIR_MODES: tuple[RepairMode, ...] = ("automatic", "manual")
 SHARE_PREFIX = "share."  # flat key of a budget-share override: "share.<tree node>"
 
 # ----- the declarations shared by the run and the generator ------------------------------------
-GPUS = Param("gpus", 256, int, "cluster", "cluster size", "GPUs", lo=1, hi=65536, step=8)
+GPUS = Param("gpus", 256, int, "cluster", "cluster size", "GPUs", lo=1, hi=65536, step=8, ui=(8, 2048))
 GPUS_PER_NODE = Param("gpus_per_node", 8, int, "cluster", "GPUs per node", "GPUs", lo=1, hi=64)
 DAYS = Param("days", 14.0, float, "workload", "simulated span", "days", lo=0, hi=3660, step=0.5,
-             lo_open=True)
+             lo_open=True, ui=(1, 60))
 DEMAND = Param("demand", 2.5, float, "workload", "synthetic offered load: GPU-hours submitted per "
-               "hour / capacity", "x capacity", lo=0, hi=20, step=0.1, lo_open=True)
+               "hour / capacity", "x capacity", lo=0, hi=20, step=0.1, lo_open=True, ui=(0.5, 5))
 FUNDED_LOAD = Param("funded_load", 0.8, float, "workload", "synthetic funded part of the load "
-                    "(the rest is unallocated)", "x capacity", lo=0, hi=20, step=0.05, lo_open=True)
+                    "(the rest is unallocated)", "x capacity", lo=0, hi=20, step=0.05, lo_open=True,
+                    ui=(0.1, 2))
 SEED = Param("seed", 0, int, "workload", "random seed of the workload (and of node failures)",
-             lo=0, hi=2**32 - 1, step=1)
+             lo=0, hi=2**32 - 1, step=1, ui=(0, 99))
 USERS = Param("users_per_1024_gpus", 150, int, "workload", "synthetic researchers per 1024 GPUs",
               lo=1, hi=10_000)
 CHAIN = Param("pretrain_chain_mean", 4.0, float, "workload", "synthetic pretraining runs per "
@@ -154,7 +155,7 @@ class SimConfig:
         "tree: run unallocated or stop", choices=("unallocated", "error")).field()
     restart_overhead_s: float = Param(
         "restart_overhead_s", 60.0, float, "policy", "paid by a preempted or failed job when it "
-        "starts again", "s", lo=0, hi=86_400, step=10).field()
+        "starts again", "s", lo=0, hi=86_400, step=10, ui=(0, 1800)).field()
     warmup_days: float | None = Param(
         "warmup_days", None, float, "policy", "left out of the metrics (none: the fair-share "
         "window, 7 days, at most half the run)", "days", lo=0, hi=1e5, nullable=True).field()

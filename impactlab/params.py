@@ -46,6 +46,16 @@ class Param:
     flag: str | None = None  # CLI flag, when it is not --name-with-dashes
     lo_open: bool = False  # lo itself is excluded (e.g. "positive")
     policies: tuple[str, ...] = ()  # for policy knobs: the policies that declare it
+    ui: tuple[float, float] | None = None  # slider range when [lo, hi] is wider than people use
+
+    @property
+    def slider_range(self) -> tuple[float, float] | None:
+        """The range a slider offers: ``ui``, else the declared bounds when both are finite."""
+        if self.ui is not None:
+            return self.ui
+        if self.lo is not None and self.hi is not None and math.isfinite(self.hi):
+            return (self.lo, self.hi)
+        return None
 
     @property
     def cli_flag(self) -> str:

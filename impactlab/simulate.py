@@ -60,18 +60,20 @@ def simulate(config: SimConfig | None = None, trace: pd.DataFrame | None = None,
 
 def compare(config: SimConfig | None = None,
             policies: Sequence[str] | Mapping[str, Mapping[str, Any]] = ("legacy", "impactful"),
-            trace: pd.DataFrame | None = None, budgets: BudgetTree | None = None) -> list[SimResult]:
+            trace: pd.DataFrame | None = None, budgets: BudgetTree | None = None, *,
+            inputs: Inputs | None = None) -> list[SimResult]:
     """Replay one workload under several policies (or variants), with one reporting window.
 
     ``policies`` is a list of policy names, or a mapping from a label to parameter overrides
     (``{"cap 4 h": {"policy": "impactful", "cap_hours": 4}}``; a label that names a policy
     needs no "policy" key). The workload is built once; each run's knobs are the config's,
     kept where the run's policy declares them. Results come back in order, labelled.
+    ``inputs`` (from ``impactlab.workload.prepare``) reuses a workload already built.
     """
     config = config or SimConfig()
     runs = [(label, config.with_params(changes)) for label, changes in _variants(policies).items()]
     warmup_days = _shared_warmup_days(config, [cfg for _, cfg in runs])
-    inputs = prepare(config, trace, budgets)
+    inputs = inputs or prepare(config, trace, budgets)
     return [simulate(replace(cfg, warmup_days=warmup_days), inputs=inputs, label=label) for label, cfg in runs]
 
 

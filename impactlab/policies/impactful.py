@@ -25,9 +25,9 @@ class Impactful(FairShare):
 
     name: ClassVar[str] = "impactful"
     window_days: float = knob(7.0, float, "sliding fair-share window over which usage counts",
-                              "days", lo=0, hi=90, step=0.5, lo_open=True)
+                              "days", lo=0, hi=90, step=0.5, lo_open=True, ui=(0.5, 28))
     cap_hours: float = knob(8.0, float, "protection cap: a job is protected for min(declared "
-                            "minimum runtime, cap)", "h", lo=0, hi=168, step=0.5)
+                            "minimum runtime, cap)", "h", lo=0, hi=168, step=0.5, ui=(0, 48))
     protect_unallocated: bool = knob(False, bool, "unallocated jobs get the contract too")
     half_life_days: float | None = knob(None, float, "decay the window's usage with this "
                                         "half-life instead of a hard cut-off (none: hard cut-off)",
@@ -40,7 +40,7 @@ class Impactful(FairShare):
     # struggles to find whole nodes again (fragmentation).
     max_victim_ratio: float = knob(1.0, float, "a funded victim may hold at most this many times "
                                    "the GPUs of the job it makes room for (inf: no limit)",
-                                   "x", lo=0, hi=math.inf, step=0.5, lo_open=True)
+                                   "x", lo=0, hi=math.inf, step=0.5, lo_open=True, ui=(0.5, 16))
     # Multi-node gangs look for victims only in the pass that refreshes the fair-share ranking
     # (every refresh_s), like the periodic preemption cycle of batch schedulers; smaller jobs
     # look at every event. Clearing whole nodes rarely becomes possible from one event to the
@@ -52,7 +52,7 @@ class Impactful(FairShare):
     # unallocated work backfills it and yields to boosted jobs. Without it protected work can
     # cover a small cluster, and a debug job that needs a whole node waits for hours.
     interactive_reserve: float = knob(0.03, float, "share of nodes (rounded up) held for debug "
-                                      "and interactive work", lo=0, hi=0.99, step=0.01)
+                                      "and interactive work", lo=0, hi=0.99, step=0.01, ui=(0, 0.25))
 
     def setup(self, ctx: Context) -> None:
         """Build the fair-share state, the lanes and the victim indexes."""

@@ -1,0 +1,136 @@
+"""The Explorer without a browser: controls come from the declarations, a change re-runs and
+replaces the charts, compare mode, presets, the cache, and messages instead of tracebacks."""
+
+from __future__ import annotations
+
+import altair as alt
+import ipywidgets as w
+import pytest
+
+import impactlab as il
+from impactlab.widgets import HIDDEN, TABS, Explorer, parse_query
+
+SMALL = il.SimConfig(gpus=32, days=2.0, seed=1)
+
+
+@pytest.fixture
+def app() -> Explorer:
+    """An Explorer on a small synthetic cluster, after its first run."""
+    return Explorer(config=SMALL)
+
+
+def spec(app: Explorer) -> dict:
+    """The chart shown in the first tab, as Vega-Lite."""
+    chart = app.tabs.children[0]
+    assert isinstance(chart, alt.JupyterChart)
+    return chart.chart.to_dict()
+
+
+def test_the_app_runs_on_start_and_draws_the_first_tab(app):
+    assert app.runs == 1 and len(app.results) == 1
+    assert "impactlab-ready" in app.status._dom_classes
+    assert app.status.value.startswith("run 1: impactful on 32 GPUs, 2 days")
+    assert spec(app)["vconcat"]  # the headline chart
+    assert all(isinstance(c, w.HTML) for c in app.tabs.children[1:])  # others drawn when opened
+
+
+def test_every_declared_parameter_has_a_control(app):
+    names = {p.name for p in il.parameters("impactful")} - HIDDEN
+    assert names == set(app.controls)
+    for name, (_, widget) in app.controls.items():
+        assert f"impactlab-param-{name}" in widget._dom_classes
+
+
+def test_moving_a_slider_reruns_and_replaces_the_chart(app):
+    before, chart = spec(app), app.tabs.children[0]
+    app.controls["seed"][1].value = 2
+    assert app.runs == 2 and app.results[0].config.seed == 2
+    assert app.tabs.children[0] is chart  # replaced in place, not re-created
+    assert spec(app) != before
+    assert app.status.value.startswith("run 2:")
+
+
+def test_a_policy_brings_its_own_knobs(app):
+    assert "cap_hours" in app.controls
+    app.controls["policy"][1].value = "legacy"
+    assert "cap_hours" not in app.controls and app.knob_box.children == ()
+    assert app.results[0].config.policy == "legacy"
+    app.controls["policy"][1].value = "fifo"
+    assert {"backfill", "backfill_depth"} <= set(app.controls)
+
+
+def test_a_changed_knob_reaches_the_config(app):
+    app.controls["cap_hours"][1].value = 2.0
+    assert app.results[0].config.policy_knobs == {"cap_hours": 2.0}
+
+
+def test_compare_mode_runs_two_policies_on_one_workload(app):
+    app.policy_b.value = "legacy"
+    app.compare_box.value = True
+    assert [r.run for r in app.results] == ["impactful", "legacy"]
+    assert len(app.results[0].trace) == len(app.results[1].trace)
+    assert app.results[0].window == app.results[1].window
+    assert "impactful vs legacy" in app.status.value
+    runs = {d["run"] for d in spec(app)["datasets"].values() for d in d if "run" in d}
+    assert runs == {"impactful", "legacy"}
+
+
+def test_a_bad_value_shows_a_message_not_a_traceback(app):
+    app.controls["mtbf_hours"][1].value = "-3"
+    assert "mtbf_hours must be positive" in app.message.value
+    assert "impactlab-error" in app.status._dom_classes and app.runs == 1
+    app.controls["mtbf_hours"][1].value = ""
+    assert app.message.value == "" and app.runs == 2
+
+
+def test_going_back_to_a_setting_comes_from_the_cache(app):
+    first = app.results[0]
+    app.controls["seed"][1].value = 5
+    app.controls["seed"][1].value = 1
+    assert app.results[0] is first and "from cache" in app.status.value
+
+
+def test_a_slow_run_waits_for_the_button():
+    app = Explorer(config=SMALL, auto_s=0.0)
+    app.controls["seed"][1].value = 3
+    assert app.runs == 1 and app.run_button.button_style == "warning"
+    assert "press Run" in app.status.value
+    app.run_button.click()
+    assert app.runs == 2 and app.results[0].config.seed == 3
+
+
+def test_opening_a_tab_draws_its_chart(app):
+    for index in range(len(TABS)):
+        app.tabs.selected_index = index
+        assert isinstance(app.tabs.children[index], alt.JupyterChart), list(TABS)[index]
+    assert app.message.value == ""
+
+
+def test_budget_shares_are_editable_per_node(app):
+    tree = app.results[0].tree
+    program = tree.names[tree.children[0][0]]
+    box = next(b for b in app.budget_box.children if b.description == program)
+    box.value = box.value * 4
+    assert app.results[0].config.budget_shares == {program: box.value}
+    assert app.results[0].tree.share[tree.names.index(program)] == box.value
+
+
+def test_a_query_string_presets_the_app():
+    app = Explorer.from_query("gpus=48&days=2&policy=legacy&compare=impactful&tab=Waits")
+    assert [r.config.policy for r in app.results] == ["legacy", "impactful"]
+    assert app.results[0].config.gpus == 48 and app.results[0].config.days == 2
+    assert app.tabs.selected_index == list(TABS).index("Waits")
+    assert isinstance(app.tabs.children[app.tabs.selected_index], alt.JupyterChart)
+
+
+@pytest.mark.parametrize("query, words", [("gpus=-5", "gpus must be in"), ("bogus=1", "bogus"),
+                                          ("policy=legacy&cap_hours=4", "cap_hours")])
+def test_a_bad_preset_shows_a_message(query, words):
+    app = Explorer.from_query(query)
+    assert words in app.message.value and app.results == []
+    assert "impactlab-error" in app.status._dom_classes
+
+
+def test_query_strings_split_parameters_from_options():
+    params, options = parse_query("?gpus=88&compare=legacy&cap_hours=4&tab=Waits")
+    assert params == {"gpus": "88", "cap_hours": "4"} and options == {"compare": "legacy", "tab": "Waits"}
