@@ -33,16 +33,29 @@ def status(page) -> str:
 
 
 def rerun(page, action) -> str:
-    """Do ``action()``, wait until the app ran again and redrew its charts; the new status text."""
+    """Do ``action()``, wait until the app ran again and redrew its charts; the new status text.
+
+    The Explorer re-runs by itself when it expects a run to take about a second; on a slower
+    machine it asks for the Run button instead (the button turns to a warning): press it then.
+    """
     before, drawn = status(page), page.evaluate(CHART_SIGNATURE)
     action()
+    wait_for_new_status(page, before)
+    if page.locator(".impactlab-run.mod-warning").count():
+        asked = status(page)
+        page.click(".impactlab-run")
+        wait_for_new_status(page, asked)
+    page.wait_for_function(f"(drawn) => ({CHART_SIGNATURE})() !== drawn", arg=drawn)
+    return status(page)
+
+
+def wait_for_new_status(page, before: str) -> None:
+    """Wait until the status line is ready again and says something other than ``before``."""
     page.wait_for_function(
         """([sel, before]) => { const s = document.querySelector(sel);
             return s && s.classList.contains('impactlab-ready') && s.innerText !== before; }""",
         arg=[STATUS, before],
     )
-    page.wait_for_function(f"(drawn) => ({CHART_SIGNATURE})() !== drawn", arg=drawn)
-    return status(page)
 
 
 def control(page, name: str) -> str:
@@ -50,7 +63,7 @@ def control(page, name: str) -> str:
     return f".impactlab-param-{name}"
 
 
-def set_slider(page, name: str, value: int | float) -> None:
+def set_slider(page, name: str, value: float) -> None:
     """Type an exact value into an ipywidgets 8 slider's readout (sliders are noUiSlider)."""
     readout = page.locator(f"{control(page, name)} .widget-readout")
     readout.fill(str(value))
