@@ -206,6 +206,9 @@ def lab(artifacts: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[t
         f"--IdentityProvider.token={token}",
     ]
     cmd += [f"--ServerApp.root_dir={ROOT}"]
+    # Opening a notebook makes a checkpoint, by default in notebooks/.ipynb_checkpoints/: keep
+    # it out of the repository (an absolute checkpoint_dir replaces the per-folder one).
+    cmd += [f"--FileCheckpoints.checkpoint_dir={home / 'checkpoints'}"]
     base = f"http://127.0.0.1:{port}"
     with serve(cmd, f"{base}/api/status?token={token}", artifacts / "lab.log", home):
         yield base, token
