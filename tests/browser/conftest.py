@@ -7,6 +7,7 @@ folder is kept and its path printed at the end of the run. Server logs go to the
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -49,13 +50,21 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+def missing_tools() -> str:
+    """Why browser tests cannot run here, or "" when they can."""
+    if not CHROMIUM:
+        return "chromium is not installed (apt-get install -y chromium; .ci/run does it)"
+    if importlib.util.find_spec("playwright") is None:
+        return "playwright is not installed (pip install -e '.[test]')"
+    return ""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Skip browser tests, with the reason, on a machine without chromium."""
-    if CHROMIUM:
+    """Skip browser tests, with the reason, on a machine without chromium or playwright."""
+    reason = missing_tools()
+    if not reason:
         return
-    skip = pytest.mark.skip(
-        reason="chromium is not installed (apt-get install -y chromium; .ci/run does it)"
-    )
+    skip = pytest.mark.skip(reason=reason)
     for item in items:
         if "browser" in item.keywords:
             item.add_marker(skip)
