@@ -1,0 +1,147 @@
+"""impactlab.lessons: the helpers behind the workshop notebooks."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+from conftest import TREE_SPEC
+
+from impactlab import BudgetTree, SimConfig, compare, lessons, metrics_frame
+
+DAY_S = 86_400.0
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """A small legacy-vs-impactful comparison (16 GPUs, 2 days)."""
+    config = SimConfig(gpus=16, days=2.0, seed=3)
+    variants = {"legacy": {}, "impactful": {}, "cap 1 h": {"policy": "impactful", "cap_hours": 1}}
+    return compare(config, variants)
+
+
+def trace_of(rows: list[tuple[str, float, str, str]]) -> pd.DataFrame:
+    """A tiny trace: (job_id, submit day, project, kind)."""
+    return pd.DataFrame({
+        "job_id": [r[0] for r in rows], "submit_s": [r[1] * DAY_S for r in rows],
+        "project": [r[2] for r in rows], "kind": [r[3] for r in rows],
+        "gpus": 1, "duration_s": 7200.0, "min_runtime_s": 1800.0,
+    })
+
+
+TRACE = trace_of([("a", 0.5, "p1", "training"), ("b", 1.5, "p1", "interactive"), ("c", 1.5, "p2", "debug"),
+                  ("d", 2.5, "p1", "training"), ("e", 2.0, "", "other")])
+
+
+def test_tree_table_lists_every_node_with_its_entitled_fraction():
+    tree = BudgetTree.from_dict(TREE_SPEC)
+    table = lessons.tree_table(tree)
+    assert table["node"].str.strip().tolist() == list(tree.names)
+    levels = ["root", "program", "project", "project", "program", "project", "project"]
+    assert table["level"].tolist() == levels
+    by_name = dict(zip(table["node"].str.strip(), table["entitled"]))
+    assert by_name["root"] == 1.0
+    assert by_name["progA"] == pytest.approx(0.5)  # 3 of 3 + 1 + 2
+    assert by_name["pa2"] == pytest.approx(0.5 * 2 / 3)
+    assert table.loc[table["level"] == "project", "entitled"].sum() == pytest.approx(1.0)
+    assert table.loc[2, "node"].startswith("        ")  # depth 2: indented twice
+
+
+def test_budget_table_is_the_budgets_in_long_form(runs):
+    table = lessons.budget_table(runs)
+    assert set(table["measure"]) == {"entitled", "owed", "delivered"}
+    assert table["run"].unique().tolist() == [r.run for r in runs]
+    for r in runs:
+        mine = table[table["run"] == r.run].pivot(index="node", columns="measure", values="gpu_hours")
+        budgets = r.budgets.set_index("node")
+        assert mine["owed"].to_dict() == pytest.approx((budgets["owed_gpu_s"] / 3600).to_dict())
+        assert mine["delivered"].to_dict() == pytest.approx((budgets["delivered_gpu_s"] / 3600).to_dict())
+    assert set(table["level"]) == {"root", "program", "project"}
+    leaves = {runs[0].tree.names[i] for i in runs[0].tree.leaves}
+    assert set(table.loc[table["level"] == "project", "node"]) == leaves
+
+
+@pytest.mark.parametrize("level", ["project", "program", "root"])
+def test_budget_chart_builds(runs, level):
+    spec = lessons.budget_chart(runs, level).to_dict()
+    assert spec["facet"]["column"]["field"] == "run"
+
+
+def test_budget_chart_names_the_levels_when_one_is_empty(runs):
+    with pytest.raises(ValueError, match="levels"):
+        lessons.budget_chart(runs, "team")
+
+
+def test_idle_drops_the_project_jobs_in_the_window_only():
+    out = lessons.idle(TRACE, "p1", 1.0, 2.0)
+    assert out["job_id"].tolist() == ["a", "c", "d", "e"]
+    assert len(TRACE) == 5  # the input is untouched
+    assert lessons.idle(TRACE, "p1", 1.0)["job_id"].tolist() == ["a", "c", "e"]
+
+
+def test_burst_copies_the_project_jobs_in_the_window():
+    out = lessons.burst(TRACE, "p1", copies=3, start_days=1.0, end_days=3.0)
+    assert sorted(out["job_id"]) == sorted(["a", "b", "b~2", "b~3", "c", "d", "d~2", "d~3", "e"])
+    assert out["submit_s"].is_monotonic_increasing
+    assert out["job_id"].is_unique
+    in_order = TRACE.sort_values(["submit_s", "job_id"]).reset_index(drop=True)
+    assert lessons.burst(TRACE, "p1", copies=1).equals(in_order)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: lessons.idle(TRACE, "nobody", 0, 1),
+    lambda: lessons.idle(TRACE, "p1", 2, 1),
+    lambda: lessons.burst(TRACE, "p1", copies=0),
+    lambda: lessons.burst(TRACE, "p1", copies=1.5),
+    lambda: lessons.ask_protection(TRACE, ["pretrain"]),
+    lambda: lessons.ask_protection(TRACE, hours=-1),
+])
+def test_trace_helpers_refuse_what_they_cannot_do(call):
+    with pytest.raises(ValueError):
+        call()
+
+
+def test_ask_protection_sets_the_declared_minimum_runtime_of_some_kinds():
+    whole = lessons.ask_protection(TRACE)
+    assert whole["min_runtime_s"].tolist() == [1800.0, 7200.0, 1800.0, 1800.0, 1800.0]
+    twelve = lessons.ask_protection(TRACE, ["interactive", "training"], hours=12)
+    assert twelve["min_runtime_s"].tolist() == [43200.0, 43200.0, 1800.0, 43200.0, 1800.0]
+    assert TRACE["min_runtime_s"].eq(1800.0).all()
+
+
+def test_ask_protection_trace_replays_and_the_cap_still_applies():
+    config = SimConfig(gpus=16, days=2.0, seed=3)
+    base = compare(config, ["impactful"])[0]
+    kinds = ["training", "pretrain", "interactive"]
+    trace = lessons.ask_protection(base.trace, kinds)
+    mine = trace["kind"].isin(kinds)
+    assert trace.loc[mine, "min_runtime_s"].equals(trace.loc[mine, "duration_s"])
+    cap = {"cap 2 h": {"policy": "impactful", "cap_hours": 2}}
+    again = compare(config, cap, trace=trace, budgets=base.tree)[0]
+    assert again.metrics()["jobs"] == base.metrics()["jobs"]
+
+
+def test_metric_chart_draws_lines_over_a_knob_and_bars_over_runs(runs):
+    frame = metrics_frame(runs)
+    lines = lessons.metric_chart(frame, "cap_hours", {"impact": "impact", "preemptions": "preemptions"},
+                                 log_x=True).to_dict()
+    assert lines["resolve"]["scale"]["y"] == "independent"
+    assert {layer["mark"]["type"] for layer in lines["spec"]["layer"]} == {"line", "point"}
+    x = lines["spec"]["layer"][0]["encoding"]["x"]
+    assert x["scale"]["type"] == "log" and x["scale"]["domain"] == [1.0, 8.0]
+    assert x["axis"]["values"] == [1.0, 8.0]  # the caps tried, not log decades
+    bars = lessons.metric_chart(frame, "run", ["impact", "wait_p90_s.debug"]).to_dict()
+    assert bars["spec"]["layer"][0]["mark"]["type"] == "bar"
+    assert bars["spec"]["layer"][0]["encoding"]["color"]["scale"]["domain"] == [r.run for r in runs]
+    assert len(bars["datasets"][next(iter(bars["datasets"]))]) == 2 * len(runs)
+
+
+def test_metric_chart_names_missing_columns(runs):
+    with pytest.raises(ValueError, match="no_such"):
+        lessons.metric_chart(metrics_frame(runs), "run", ["no_such"])
+
+
+def test_metric_chart_takes_missing_values():
+    frame = pd.DataFrame({"run": ["a", "b"], "policy": ["x", "y"], "k": [1.0, 2.0], "m": [math.nan, 1.0]})
+    assert lessons.metric_chart(frame, "k", ["m"]).to_dict()["facet"]["field"] == "metric"

@@ -1,0 +1,77 @@
+"""The workshop notebooks read like lessons and stay light (STYLE.md, "The notebook and app layer").
+
+Convention: the first code cell of every notebook is its one parameters cell; it starts with the
+line ``# Parameters`` (and carries the ``parameters`` tag, as papermill expects). nbval runs the
+notebooks themselves; this file checks how they are stored.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
+MAX_BYTES = 200_000
+PARAMETERS = "# Parameters"
+
+
+def code_cells(path: Path) -> list[dict]:
+    return [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+
+
+def source(cell: dict) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def is_parameters(cell: dict) -> bool:
+    return source(cell).startswith(PARAMETERS) or "parameters" in cell.get("metadata", {}).get("tags", [])
+
+
+def test_there_are_notebooks():
+    assert len(NOTEBOOKS) >= 6
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_function_definitions_in_code_cells(path):
+    for cell in code_cells(path):
+        found = re.search(r"^\s*(async\s+)?def |^\s*class ", source(cell), re.MULTILINE)
+        assert not found, f"{path.name}: logic belongs in impactlab.lessons, not in a cell:\n{source(cell)}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_exactly_one_parameters_cell_and_it_comes_first(path):
+    cells = code_cells(path)
+    marked = [i for i, c in enumerate(cells) if is_parameters(c)]
+    assert marked == [0], f"{path.name}: parameters cells at code cells {marked}; want exactly the first"
+    assert source(cells[0]).startswith(PARAMETERS) and "parameters" in cells[0]["metadata"].get("tags", [])
+    assert 'os.environ.get("IMPACTLAB_FAST")' in source(cells[0]), f"{path.name}: no fast mode"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_small_and_stored_without_widget_state(path):
+    assert path.stat().st_size < MAX_BYTES, f"{path.name}: {path.stat().st_size} bytes"
+    metadata = json.loads(path.read_text())["metadata"]
+    assert "widgets" not in metadata, f"{path.name}: store with --NotebookClient.store_widget_state=False"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_executed_top_to_bottom(path):
+    counts = [c.get("execution_count") for c in code_cells(path)]
+    assert all(isinstance(n, int) for n in counts), f"{path.name}: unexecuted code cells: {counts}"
+    assert counts == sorted(counts), f"{path.name}: cells run out of order: {counts}"
+    errors = [o for c in code_cells(path) for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors, f"{path.name}: stored with an error: {errors[0].get('ename')}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_starts_with_a_title_and_has_checked_numbers(path):
+    cells = json.loads(path.read_text())["cells"]
+    assert cells[0]["cell_type"] == "markdown" and source(cells[0]).startswith("# ")
+    if path.name.startswith("01-"):  # the Explorer app: widgets only
+        return
+    checked = [c for c in code_cells(path) if source(c).startswith("# NBVAL_CHECK_OUTPUT")]
+    assert checked, f"{path.name}: no cell marked # NBVAL_CHECK_OUTPUT"
+    assert all(c.get("outputs") for c in checked), f"{path.name}: a checked cell has no stored output"
