@@ -290,7 +290,7 @@ def _split(values: Mapping[str, Any], policy: str) -> tuple[dict, dict, dict, di
         else:
             everyone = [*run_params, *health_params, *(p.name for p in parameters())]
             if key in everyone:
-                raise ParamError(f"{key} is not a knob of policy {policy!r}; its knobs: {sorted(knob_params)}")
+                raise ParamError(f"policy {policy!r} has no knob {key!r}; its knobs: {sorted(knob_params) or 'none'}")
             raise ParamError(_unknown(key, everyone))
     return run, health, knobs, shares
 

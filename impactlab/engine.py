@@ -1,13 +1,14 @@
-"""The simulation engine: simpy is the clock, the policy decides, the engine acts and logs.
+"""The simulation engine: the clock calls it, the policy decides, the engine acts and logs.
 
-Events are callbacks on simpy events (a process per job costs about 5x as much). Every state
-change appends one ``Event`` to the log; nothing else is counted here.
+Events are calls on the clock (``impactlab.clock``, simpy underneath; a simpy process per job
+costs about 5x as much). Every state change appends one ``Event`` to the log; nothing else
+is counted here.
 
 A job's timers (finish, patience, end of protection, crash) go stale when the job changes
 state first, which happens to about half of them. They wait in the engine's own agenda, and
-only its earliest live entry is on simpy's queue, so stale ones are dropped for the cost of
-a heap pop. Every timer keeps the simpy sequence number it was given when set, so events fire
-in exactly the order they would if each were its own simpy event.
+only its earliest live entry is on the clock's queue, so stale ones are dropped for the cost
+of a heap pop. Every timer keeps the sequence number it was given when set, so events fire
+in exactly the order they would if each were its own call on the clock.
 """
 
 from __future__ import annotations
@@ -16,16 +17,15 @@ import heapq
 import math
 from collections.abc import Callable, Sequence
 
-import simpy
-
 from .budgets import BudgetTree
+from .clock import Call, Clock
 from .cluster import Cluster
+from .config import HealthConfig
 from .events import Ev, EventLog, Job
-from .health import HealthConfig, NodeHealth
+from .health import NodeHealth
 from .policies.base import Context, Policy, PolicyError
 
 QUEUED, PENDING, RUNNING, DONE, WITHDRAWN = range(5)  # QUEUED = not yet submitted
-NORMAL = simpy.core.NORMAL
 # Event names as plain strings (an enum's ``.value`` is a Python call on every log row).
 SUBMIT, START, PREEMPT, REQUEUE, FINISH, FAIL, WITHDRAW, NODE_DOWN, NODE_UP = (
     Ev.SUBMIT.value, Ev.START.value, Ev.PREEMPT.value, Ev.REQUEUE.value, Ev.FINISH.value,
@@ -40,14 +40,6 @@ def kept_progress(done_s: float, checkpoint_s: float) -> float:
     if math.isinf(checkpoint_s):
         return 0.0
     return math.floor(done_s / checkpoint_s) * checkpoint_s
-
-
-class _Call(simpy.Event):
-    """A triggered simpy event that calls ``fn(*args)`` when the clock reaches it."""
-
-    def __init__(self, env: simpy.Environment, fn: Callable[..., None], args: tuple, fire: Callable) -> None:
-        self.env, self.callbacks, self._ok, self._value = env, [fire], True, None  # as succeed() leaves it
-        self.fn, self.args = fn, args
 
 
 class Engine:
@@ -67,9 +59,11 @@ class Engine:
         health: HealthConfig = NO_FAILURES,
         seed: int = 0,
     ):
-        self.env = simpy.Environment()
+        self.clock = Clock(self._fire)
         self.now = 0.0  # simulated seconds; set from the clock as each event fires
+        self._report_at = math.inf  # next progress report (simulated time); none by default
         self.jobs, self.cluster, self.policy = jobs, cluster, policy
+        self.node_count = cluster.nodes
         self.restart_overhead_s, self.horizon_s = restart_overhead_s, horizon_s
         n = len(jobs)
         self.state = [QUEUED] * n
@@ -81,7 +75,7 @@ class Engine:
         # so that it changes only with an event (and counted in cluster.shielded).
         self.shielded = [False] * n
         self._token = [0] * n  # bumped on every state change; stale timers compare it
-        self._queue, self._eid = self.env._queue, self.env._eid
+        self._next_seq = self.clock.next_seq
         self._agenda: list[tuple[float, int, Callable[[int], None], int, int]] = []  # job timers
         self._armed: set[int] = set()  # sequence numbers of agenda entries on simpy's queue
         self.pending: set[int] = set()
@@ -101,39 +95,47 @@ class Engine:
         self.health = NodeHealth(self, health, health.repair or policy.repair, seed)
         policy.setup(Context(jobs, tree, cluster.capacity, cluster.gpus_per_node, self))
 
-    def run(self) -> EventLog:
-        """Run to the horizon and return the event log."""
+    def run(self, progress: Callable[[float], None] | None = None, reports: int = 200) -> EventLog:
+        """Run to the horizon and return the event log. ``progress(t_s)`` is called about
+        ``reports`` times, in simulated time, as the run goes (it observes; it never changes
+        what happens, since it is called from events that fire anyway)."""
+        if progress is not None:
+            self._progress, self._report_step = progress, self.horizon_s / reports
+            self._report_at = 0.0
         first = next((k for k, j in enumerate(self.jobs) if j.submit_s < self.horizon_s), None)
         if first is not None:
             self.at(self.jobs[first].submit_s, self._arrive, first)
         self.health.start()
-        self.env.run(until=self.horizon_s)
+        self.clock.run(until=self.horizon_s)
+        if progress is not None:
+            progress(self.horizon_s)
         return self.log
+
+    def _report(self) -> None:
+        self._progress(self.now)
+        self._report_at = (self.now // self._report_step + 1) * self._report_step
 
     # ----- timers ----------------------------------------------------------------------------
     def at(self, t: float, fn: Callable[..., None], *args: object) -> None:
         """Call ``fn(*args)`` at exactly time ``t`` (a timeout's now + delay could be 1 ulp off)."""
-        self._push(max(t, self.now), next(self._eid), fn, args)
-
-    def _push(self, t: float, eid: int, fn: Callable[..., None], args: tuple) -> None:
-        heapq.heappush(self._queue, (t, NORMAL, eid, _Call(self.env, fn, args, self._fire)))
+        self.clock.call_at(max(t, self.now), fn, args)
 
     def _job_timer(self, t: float, fn: Callable[[int], None], j: int) -> None:
         """Call ``fn(j)`` at time ``t`` unless job ``j`` changes state first."""
-        entry = (max(t, self.now), next(self._eid), fn, j, self._token[j])
+        entry = (max(t, self.now), self._next_seq(), fn, j, self._token[j])
         heapq.heappush(self._agenda, entry)
         if self._agenda[0] is entry:
             self._arm()
 
     def _arm(self) -> None:
-        """Put the earliest live agenda entry on simpy's queue (once), dropping stale ones."""
+        """Put the earliest live agenda entry on the clock's queue (once), dropping stale ones."""
         agenda, token = self._agenda, self._token
         while agenda and token[agenda[0][3]] != agenda[0][4]:
             heapq.heappop(agenda)
         if agenda and agenda[0][1] not in self._armed:
             t, eid = agenda[0][0], agenda[0][1]
             self._armed.add(eid)
-            self._push(t, eid, self._due, (eid,))
+            self.clock.call_at_seq(t, eid, self._due, (eid,))
 
     def _due(self, eid: int) -> None:
         self._armed.discard(eid)
@@ -144,13 +146,14 @@ class Engine:
                 fn(j)
         self._arm()
 
-    def _fire(self, event: _Call) -> None:
-        self.now = self.env.now
-        event.fn(*event.args)
+    def _fire(self, call: Call) -> None:
+        self.now = self.clock.now
+        if self.now >= self._report_at:
+            self._report()
+        call.fn(*call.args)
         # The pass runs after the last event of this instant (and again if it requeued jobs),
         # inline rather than as one more simpy event: the same order, a third fewer events.
-        queue = self.env._queue
-        while self._pass_due and not (queue and queue[0][0] == self.now):
+        while self._pass_due and not self.clock.due_at(self.now):
             self._pass()
 
     def _touch(self) -> None:

@@ -1,6 +1,6 @@
 """A seeded, synthetic Ai2-like workload: an organisation with a budget tree and a trace.
 
-Calibration (DESIGN.md section 3, docs/calibration.md): each job kind gets a share of the
+Calibration (docs/model.md section 3, docs/calibration.md): each job kind gets a share of the
 funded GPU time and its own size and duration distributions; funded work is offered at
 ``funded_load`` x capacity and the rest of ``demand`` is unallocated sweep work that only
 backfills. Arrivals follow diurnal and weekly cycles. The legacy-era habits (inflated
@@ -17,6 +17,7 @@ import pandas as pd
 
 from .budgets import BudgetTree
 from .config import GeneratorConfig
+from .rng import streams
 from .units import DAY_S, HOUR_S
 
 
@@ -53,7 +54,7 @@ KINDS: dict[str, KindSpec] = {
                       HOUR_S, 1800, 0.7, 12 * HOUR_S),
 }
 
-#: Share of funded GPU time per kind (DESIGN.md targets: 2-5%, 2-10%, 20-40%, 50-70%).
+#: Share of funded GPU time per kind (calibration targets: 2-5%, 2-10%, 20-40%, 50-70%).
 FUNDED_SHARES = {"debug": 0.025, "interactive": 0.015, "eval": 0.03, "training": 0.30, "pretrain": 0.63}
 
 #: Legacy-era priority levels (0 low .. 3 urgent): inflated towards the top.
@@ -72,9 +73,7 @@ class Workload:
 def generate(config: GeneratorConfig | None = None) -> Workload:
     """Build the organisation and the trace for ``config``; same config, same rows."""
     config = config or GeneratorConfig()
-    org_rng, time_rng, kind_rng, legacy_rng = (
-        np.random.default_rng(s) for s in np.random.SeedSequence(config.seed).spawn(4)
-    )
+    org_rng, time_rng, kind_rng, legacy_rng = streams(config.seed, ("organisation", "arrivals", "jobs", "habits"))
     tree, users, weights = _organisation(config, org_rng)
     capacity_gpu_s = config.gpus * config.days * DAY_S
     projects = np.array(sorted(weights))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -19,15 +20,19 @@ from .events import events_frame, jobs_from_trace
 from .policies import Policy, make_policy
 from .results import SimResult
 from .trace import TraceError
+from .units import DAY_S
 from .workload import Inputs, prepare
 
 log = logging.getLogger(__name__)
+
+#: Progress of a long run: a tqdm bar (True), a callback of the simulated time, or nothing.
+Progress = bool | Callable[[float], None] | None
 
 
 def simulate(config: SimConfig | None = None, trace: pd.DataFrame | None = None,
              budgets: BudgetTree | None = None, policy: Policy | None = None,
              on_unknown_project: Literal["unallocated", "error"] | None = None, *,
-             inputs: Inputs | None = None, label: str = "") -> SimResult:
+             inputs: Inputs | None = None, label: str = "", progress: Progress = None) -> SimResult:
     """Replay a trace (or the synthetic workload of ``config``) under ``config.policy``.
 
     The workload comes from ``config`` (generator knobs, or ``trace_path`` / ``budgets_path``);
@@ -37,6 +42,8 @@ def simulate(config: SimConfig | None = None, trace: pd.DataFrame | None = None,
     ``config.policy`` then only names the run. Jobs whose project is not a leaf of the tree run
     unallocated and are reported (log warning, ``SimResult.unknown_projects``), or raise a
     BudgetError when ``on_unknown_project`` (default: ``config.unknown_projects``) is "error".
+    ``progress=True`` shows a tqdm bar in simulated days (a widget in Jupyter); a callable gets
+    the simulated time in seconds as the run goes.
     """
     config = config or SimConfig()
     inputs = inputs or prepare(config, trace, budgets)
@@ -51,7 +58,8 @@ def simulate(config: SimConfig | None = None, trace: pd.DataFrame | None = None,
     engine = Engine(jobs, tree, Cluster(config.nodes, config.gpus_per_node), policy,
                     config.restart_overhead_s, config.horizon_s, config.health, config.seed)
     began = time.perf_counter()
-    event_log = engine.run()
+    with _progress_of(progress, config, label or config.policy) as report:
+        event_log = engine.run(report)
     wall = time.perf_counter() - began
     log.info("%s: %d jobs, %d events in %.2f s", config.policy, len(jobs), len(event_log), wall)
     return SimResult(config, trace, tree, events_frame(event_log), wall, unknown_projects=unknown,
@@ -61,20 +69,22 @@ def simulate(config: SimConfig | None = None, trace: pd.DataFrame | None = None,
 def compare(config: SimConfig | None = None,
             policies: Sequence[str] | Mapping[str, Mapping[str, Any]] = ("legacy", "impactful"),
             trace: pd.DataFrame | None = None, budgets: BudgetTree | None = None, *,
-            inputs: Inputs | None = None) -> list[SimResult]:
+            inputs: Inputs | None = None, progress: Progress = None) -> list[SimResult]:
     """Replay one workload under several policies (or variants), with one reporting window.
 
     ``policies`` is a list of policy names, or a mapping from a label to parameter overrides
     (``{"cap 4 h": {"policy": "impactful", "cap_hours": 4}}``; a label that names a policy
     needs no "policy" key). The workload is built once; each run's knobs are the config's,
     kept where the run's policy declares them. Results come back in order, labelled.
-    ``inputs`` (from ``impactlab.workload.prepare``) reuses a workload already built.
+    ``inputs`` (from ``impactlab.workload.prepare``) reuses a workload already built;
+    ``progress`` is passed to each ``simulate``.
     """
     config = config or SimConfig()
     runs = [(label, config.with_params(changes)) for label, changes in _variants(policies).items()]
     warmup_days = _shared_warmup_days(config, [cfg for _, cfg in runs])
     inputs = inputs or prepare(config, trace, budgets)
-    return [simulate(replace(cfg, warmup_days=warmup_days), inputs=inputs, label=label) for label, cfg in runs]
+    return [simulate(replace(cfg, warmup_days=warmup_days), inputs=inputs, label=label, progress=progress)
+            for label, cfg in runs]
 
 
 def _shared_warmup_days(config: SimConfig, runs: list[SimConfig]) -> float:
@@ -94,3 +104,21 @@ def _variants(policies: Sequence[str] | Mapping[str, Mapping[str, Any]]) -> dict
         return {name: {"policy": name} for name in policies}
     return {label: {"policy": label, **changes} if "policy" not in changes else dict(changes)
             for label, changes in policies.items()}
+
+
+@contextmanager
+def _progress_of(progress: Progress, config: SimConfig, name: str) -> Iterator[Callable[[float], None] | None]:
+    """The engine's progress callback for ``progress``; a tqdm bar is closed at the end."""
+    if not progress:
+        yield None
+        return
+    if callable(progress):
+        yield progress
+        return
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=round(config.days, 2), unit="day", desc=name, leave=False)
+    try:
+        yield lambda t_s: bar.update(round(t_s / DAY_S - bar.n, 2))
+    finally:
+        bar.close()

@@ -146,6 +146,8 @@ class Explorer(w.VBox):
     def _build(self) -> None:
         self.status = w.HTML("ready", layout=w.Layout(margin="4px 0"))
         self.status.add_class("impactlab-status")
+        self.bar = w.FloatProgress(min=0.0, max=1.0, description="simulating", layout=w.Layout(display="none"))
+        self.bar.add_class("impactlab-progress")
         self.message = w.HTML(layout=w.Layout(display="none"))
         self.message.add_class("impactlab-message")
         self.run_button = w.Button(description="Run", icon="play", tooltip="simulate with these settings")
@@ -176,7 +178,7 @@ class Explorer(w.VBox):
                        *self._widgets(MAIN["Cluster and workload"]), w.HTML("<b>Policy</b>"),
                        *self._widgets(MAIN["Policy"]), w.HBox([self.compare_box, self.policy_b]),
                        self.run_button, sections], layout=w.Layout(width="350px", min_width="350px"))
-        right = w.VBox([self.status, self.message, self.tabs], layout=w.Layout(flex="1 1 auto", min_width="0"))
+        right = w.VBox([self.status, self.bar, self.message, self.tabs], layout=w.Layout(flex="1 1 auto", min_width="0"))
         self.children = [w.HBox([left, right])]
         self.workload.observe(self._on_workload, names="value")
         self.file.observe(self._changed, names="value")
@@ -309,10 +311,19 @@ class Explorer(w.VBox):
         shares = self._shares()  # after a new workload, only boxes of its own tree count
         config = replace(config, budget_shares={k.removeprefix("share."): v for k, v in shares.items()})
         inputs = Inputs(plain.trace, plain.tree.with_shares(config.budget_shares), plain.provenance)
-        results = compare(config, self.policies(), inputs=inputs)
+        slow, self._horizon_s = self.estimate_s(config) > self.auto_s, config.horizon_s
+        self.bar.value, self.bar.layout.display = 0.0, "flex" if slow else "none"
+        try:
+            results = compare(config, self.policies(), inputs=inputs, progress=self._advance if slow else None)
+        finally:
+            self.bar.layout.display = "none"
         wall = time.perf_counter() - began
         self._rate_s = max(wall / (config.gpus * config.days * config.demand * len(results)), 1e-7)
         return Run(results, sum(r.sim_wall_s for r in results), wall)
+
+    def _advance(self, t_s: float) -> None:
+        """Progress of a slow run, in simulated time (each policy fills the bar once)."""
+        self.bar.value = min(t_s / self._horizon_s, 1.0)
 
     def _inputs_for(self, config: SimConfig) -> Inputs:
         """The workload (without share overrides), built once per workload setting."""

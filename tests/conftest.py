@@ -9,8 +9,12 @@ import pandas as pd
 import pytest
 from hypothesis import strategies as st
 
-from impactlab import BudgetTree, SimConfig, simulate
+from impactlab import BudgetTree, SimConfig, register_policy, simulate
 from impactlab.trace import KINDS
+
+# A policy from outside the package: registering it puts it through every test that runs
+# each registered policy (the invariants above all).
+register_policy("shortest", "plugin_policy:ShortestFirst")
 
 DAY_S = 86_400.0
 INF = math.inf

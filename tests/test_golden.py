@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import impactlab as il
-from impactlab.policies import REGISTRY
+from impactlab.registry import BUILTIN
 
 GOLDEN = Path(__file__).parent / "golden"
 CONFIG = il.SimConfig(gpus=16, days=1.5, seed=3)
@@ -26,7 +26,7 @@ def events_of(policy: str) -> pd.DataFrame:
     return events
 
 
-@pytest.mark.parametrize("policy", sorted(REGISTRY))
+@pytest.mark.parametrize("policy", sorted(BUILTIN))
 def test_event_log_matches_the_golden_file(policy):
     golden = pd.read_csv(GOLDEN / f"{policy}.csv", keep_default_na=False, dtype={"nodes": str, "detail": str})
     actual = events_of(policy)
@@ -39,6 +39,6 @@ def test_event_log_matches_the_golden_file(policy):
 
 
 if __name__ == "__main__":
-    for name in sorted(REGISTRY):
+    for name in sorted(BUILTIN):
         events_of(name).to_csv(GOLDEN / f"{name}.csv", index=False, float_format="%.6f")
         print(f"wrote {GOLDEN / name}.csv")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
 import math
 from dataclasses import replace
@@ -14,7 +16,7 @@ from hypothesis import strategies as st
 
 import impactlab as il
 from impactlab.cli import main
-from impactlab.health import HealthConfig
+from impactlab.health import HealthConfig, NodeHealth
 from impactlab.policies import REGISTRY
 
 GPUS, PER, DAYS = 32, 8, 3.0
@@ -200,3 +202,45 @@ def test_a_job_must_live_a_moment_on_a_failed_node():
     # crash_s = 0 would let a job land on a failed node and die at the same instant, forever
     with pytest.raises(ValueError, match="crash_s must be positive"):
         HealthConfig(mtbf_hours=10, crash_s=0.0)
+
+
+class FakeNodes:
+    """NodeOps without an engine: a heap of calls and a record of what happened to the nodes."""
+
+    def __init__(self, node_count: int):
+        self.now, self.node_count = 0.0, node_count
+        self.calls: list = []
+        self._order = itertools.count()  # calls at one time run in the order they were set
+        self.seen: list[tuple[float, str, int]] = []
+
+    def at(self, t, fn, *args):
+        heapq.heappush(self.calls, (t, next(self._order), fn, args))
+
+    def node_failed(self, node, detail):
+        self.seen.append((self.now, "failed", node))
+
+    def drain(self, node):
+        self.seen.append((self.now, "drain", node))
+
+    def node_repaired(self, node, detail):
+        self.seen.append((self.now, detail, node))
+
+    def run(self, until: float) -> None:
+        while self.calls and self.calls[0][0] < until:
+            self.now, _, fn, args = heapq.heappop(self.calls)
+            fn(*args)
+
+
+@pytest.mark.parametrize("repair", ["automatic", "manual"])
+def test_node_health_needs_only_node_ops_not_an_engine(repair):
+    nodes = FakeNodes(3)
+    health = NodeHealth(nodes, HealthConfig(mtbf_hours=10, repair=repair, human_fraction=0.0), repair, seed=4)
+    health.start()
+    nodes.run(until=500 * 3600.0)
+    steps = {node: [what for _, what, n in nodes.seen if n == node] for node in range(3)}
+    cycle = (["failed", "drain", "repair=automatic"] if repair == "automatic"
+             else ["failed", "drain", "repair=human"])
+    for node, seen in steps.items():
+        assert len(seen) >= 3 * 3, f"node {node}: too few failures in 500 h at a 10 h MTBF"
+        full = len(seen) // 3 * 3
+        assert seen[:full] == cycle * (full // 3), f"node {node}: {seen}"

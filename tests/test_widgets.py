@@ -95,8 +95,12 @@ def test_a_slow_run_waits_for_the_button():
     app.controls["seed"][1].value = 3
     assert app.runs == 1 and app.run_button.button_style == "warning"
     assert "press Run" in app.status.value
+    seen = []
+    app.bar.observe(lambda change: seen.append(change["new"]), names="value")
     app.run_button.click()
     assert app.runs == 2 and app.results[0].config.seed == 3
+    assert seen and seen[-1] == 1.0 and seen == sorted(seen)  # the bar followed the run
+    assert app.bar.layout.display == "none"
 
 
 def test_opening_a_tab_draws_its_chart(app):
