@@ -77,6 +77,14 @@ def pytest_terminal_summary(terminalreporter) -> None:
         terminalreporter.write_line(str(_SCREENSHOTS[0]))
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    """Keep each phase's report on the test item, so fixtures can see whether the test failed."""
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
+
+
 @pytest.fixture(scope="session")
 def artifacts() -> Path:
     """The folder for screenshots and server logs (kept after the run)."""
@@ -91,7 +99,7 @@ def artifacts() -> Path:
 def shot(request: pytest.FixtureRequest, artifacts: Path):
     """``shot(page, "step")`` saves a full-page screenshot named after the test and the step."""
     steps = iter(range(1, 100))
-    test = re.sub(r"[^\w.-]+", "_", request.node.name)
+    test = safe_name(request.node.name)
 
     def save(page, step: str) -> Path:
         path = artifacts / f"{test}-{next(steps):02d}-{step}.png"
@@ -237,8 +245,9 @@ def browser() -> Iterator:
 
 
 @pytest.fixture
-def page(browser) -> Iterator:
-    """A fresh page in its own context; ``page.problems`` collects console and page errors."""
+def page(browser, request: pytest.FixtureRequest, artifacts: Path) -> Iterator:
+    """A fresh page in its own context; ``page.problems`` collects console and page errors.
+    A failed test leaves a screenshot of the page as it was, named ``<test>-FAILED.png``."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     page.set_default_timeout(60_000)
@@ -247,8 +256,18 @@ def page(browser) -> Iterator:
     page.on("console", lambda msg: record_console_error(page.problems, msg))
     try:
         yield page
+        report = getattr(request.node, "report_call", None)
+        if report is not None and report.failed:
+            page.screenshot(
+                path=artifacts / f"{safe_name(request.node.name)}-FAILED.png", full_page=True
+            )
     finally:
         context.close()
+
+
+def safe_name(test: str) -> str:
+    """A test's name as a file name."""
+    return re.sub(r"[^\w.-]+", "_", test)
 
 
 LOCAL = re.compile(r"^https?://(127\.0\.0\.1|localhost)[:/]")
