@@ -6,10 +6,12 @@ from __future__ import annotations
 import ast
 import importlib.metadata as md
 import json
+import re
 import sys
 import tomllib
 from functools import cache
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from IPython.core.inputtransformer2 import TransformerManager
@@ -173,3 +175,41 @@ def test_notebook_imports_reads_magics_and_skips_relative_imports(tmp_path: Path
     }
     (tmp_path / "x.ipynb").write_text(json.dumps(nb))
     assert notebook_imports(tmp_path / "x.ipynb") == {"os", "numpy", "altair", "impactlab"}
+
+
+def binder_links() -> list[str]:
+    """The mybinder.org launch links in README.md."""
+    return re.findall(r"https://mybinder\.org/v2/gh/[^\s)\"'>]+", (ROOT / "README.md").read_text())
+
+
+def assert_explorer_accepts(preset: str) -> None:
+    """The Explorer takes ``preset`` without a message (all keys declared, all values valid)."""
+    from impactlab.widgets import Explorer
+
+    app = Explorer.from_query(preset, run=False)
+    assert not app.message.value, f"preset {preset!r} is refused: {app.message.value}"
+
+
+def test_readme_launches_the_start_notebook_in_lab_and_the_explorer_in_voila():
+    targets = set()
+    for link in binder_links():
+        query = parse_qs(urlsplit(link).query)
+        # Binder's own query has only urlpath: the inner "?" and "&" of a preset must be
+        # percent-encoded (%3F, %26), or Binder would take them for its own parameters.
+        assert set(query) == {"urlpath"}, (
+            f"{link}: encode the inner query (quote(urlpath, safe=''))"
+        )
+        inner = urlsplit(query["urlpath"][0])
+        kind, _, path = inner.path.lstrip("/").partition("/")
+        route, _, path = path.partition("/")
+        assert (kind, route) in (("lab", "tree"), ("voila", "render")), link
+        assert (ROOT / path).is_file(), f"{link}: {path} is not in the repository"
+        if inner.query:
+            assert_explorer_accepts(inner.query)
+        targets.add((kind, path))
+    assert ("lab", "notebooks/00-start-here.ipynb") in targets, (
+        "README: no Binder link to JupyterLab on 00"
+    )
+    assert ("voila", "notebooks/01-explorer.ipynb") in targets, (
+        "README: no Binder link to the Explorer"
+    )
