@@ -1,4 +1,4 @@
-"""Generated workload statistics against DESIGN.md's calibration targets, as Markdown.
+"""Generated workload statistics against the calibration targets in docs/calibration.md, as Markdown.
 
     python benchmarks/calibration.py [--gpus 256] [--days 14] [--seeds 0 1 2]
 

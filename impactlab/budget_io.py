@@ -1,6 +1,6 @@
 """Budget trees from files and from history, and the check of a trace against a tree.
 
-YAML form (DESIGN.md section 4; docs/traces.md): nested nodes ``{name, share, children}``;
+YAML form (docs/model.md section 4; docs/traces.md): nested nodes ``{name, share, children}``;
 leaves are projects and may list ``users`` (informational). ``budgets_from_trace`` starts a
 tree from what a trace's projects used; ``unknown_projects`` finds jobs no leaf funds.
 """

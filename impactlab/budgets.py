@@ -1,4 +1,4 @@
-"""Budget trees: shares, entitlement, Fair Tree ranking and owed water-filling (DESIGN.md section 4)."""
+"""Budget trees: shares, entitlement, Fair Tree ranking and owed water-filling (docs/model.md section 4)."""
 
 from __future__ import annotations
 

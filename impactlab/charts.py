@@ -87,7 +87,7 @@ PYRAMID_COLORS = {
     "occupancy: funded": "#9ecae1",
     "occupancy: unallocated": "#fdd0a2",
 }
-#: Ai2's reported values after moving to impactful scheduling (30 days, DESIGN.md section 1).
+#: Ai2's reported values after moving to impactful scheduling (30 days; docs/model.md).
 AI2_REFERENCE = {"impact": 0.98, "occupancy": 0.98, "unallocated_share": 0.18, "wait_p90_s.debug": 30.0}
 #: Ai2's debug p90 wait under its old priority scheduler ("about 2 h").
 AI2_LEGACY_DEBUG_P90_S = 7200.0

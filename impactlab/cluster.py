@@ -1,4 +1,4 @@
-"""Nodes, free-GPU counts and gang placement with best fit (DESIGN.md section 2)."""
+"""Nodes, free-GPU counts and gang placement with best fit (docs/model.md section 1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Job records and the event log, the single source of truth (DESIGN.md section 6)."""
+"""Job records and the event log, the single source of truth (docs/model.md section 6)."""
 
 from __future__ import annotations
 

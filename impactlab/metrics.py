@@ -1,4 +1,4 @@
-"""Metrics derived from the event log and the inputs (DESIGN.md section 7).
+"""Metrics derived from the event log and the inputs (docs/model.md section 7).
 
 Everything here is vectorised over the log; nothing is counted inside the simulator.
 Time-integrals are clipped to the reporting window [t0, t1].

@@ -1,4 +1,4 @@
-"""Long-form tables for charts (DESIGN.md section 7), pure functions of the event log and inputs.
+"""Long-form tables for charts (docs/model.md section 7), pure functions of the event log and inputs.
 
 Each table is small whatever the run size: time series use adaptive buckets of a nice size so a
 chart carries hundreds of rows, not a million events. Times people read are in hours (``_h``).

@@ -1,4 +1,4 @@
-"""The trace schema: one row per job, validated into typed columns (DESIGN.md section 3)."""
+"""The trace schema: one row per job, validated into typed columns (docs/model.md section 3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Charged GPU usage per budget leaf, integrated lazily (DESIGN.md sections 5 and 8).
+"""Charged GPU usage per budget leaf, integrated lazily (docs/model.md sections 5 and 8).
 
 Each leaf's charge rate (GPUs held by its running funded jobs) is piecewise constant, so its
 cumulative usage is piecewise linear. Both trackers update in O(1) when a rate changes and

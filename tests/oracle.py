@@ -1,4 +1,4 @@
-"""Reference scheduling passes kept as a test oracle (DESIGN.md section 5, STYLE.md "Tests").
+"""Reference scheduling passes kept as a test oracle (docs/model.md section 5, STYLE.md "Tests").
 
 Every pass here sorts and scans everything, every time: it reads ``sched.pending`` and
 ``sched.running`` afresh, places gangs by scanning every node and chooses victims from the

@@ -1,4 +1,4 @@
-"""Budget trees: fractions, Fair Tree ranking, owed water-filling, YAML (DESIGN.md section 4)."""
+"""Budget trees: fractions, Fair Tree ranking, owed water-filling, YAML (docs/model.md section 4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Gang placement by best fit, and the cluster's bookkeeping (DESIGN.md section 2)."""
+"""Gang placement by best fit, and the cluster's bookkeeping (docs/model.md section 1)."""
 
 from __future__ import annotations
 

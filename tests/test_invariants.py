@@ -269,7 +269,7 @@ class Run:
         return set(range(self.n_nodes - kept, self.n_nodes))
 
     def place(self, free: list[int], jid: str) -> tuple[int, ...] | None:
-        """Where the rules put job ``jid`` now: best fit (DESIGN.md section 2); with a reserve,
+        """Where the rules put job ``jid`` now: best fit (docs/model.md section 1); with a reserve,
         funded jobs go off the reserve, and only boosted ones, failing that, anywhere."""
         gpus, reserve = self.rows[jid].gpus, self.reserve
         if not reserve or not self.funded[jid]:
@@ -324,7 +324,7 @@ def parse_nodes(text: str) -> list[int]:
 
 
 def best_fit(free: list[int], gpus: int, per: int) -> tuple[int, ...] | None:
-    """Expected placement by the rule (DESIGN.md section 2), by scanning."""
+    """Expected placement by the rule (docs/model.md section 1), by scanning."""
     if gpus <= per:
         fits = [(f, n) for n, f in enumerate(free) if f >= gpus]
         return (min(fits)[1],) if fits else None

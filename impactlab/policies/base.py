@@ -1,4 +1,4 @@
-"""The policy protocol: policies decide, the engine acts (DESIGN.md section 5).
+"""The policy protocol: policies decide, the engine acts (docs/model.md section 5).
 
 A policy is a small dataclass whose fields are its knobs. The engine calls it:
 

@@ -1,4 +1,4 @@
-"""Fair Tree ordering shared by ``fairshare`` and ``impactful`` (DESIGN.md section 5).
+"""Fair Tree ordering shared by ``fairshare`` and ``impactful`` (docs/model.md section 5).
 
 Leaves are ranked by Slurm's Fair Tree over charged usage. As in Slurm (PriorityCalcPeriod),
 the ranking is refreshed at most every ``refresh_s`` seconds, at the first pass after that

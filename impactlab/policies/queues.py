@@ -1,4 +1,4 @@
-"""Incremental pending queues shared by the built-in policies (DESIGN.md section 8).
+"""Incremental pending queues shared by the built-in policies (docs/model.md section 8).
 
 A queue keeps one heap per gang size. A pass merges the heads of the sizes that are still
 worth trying, so it never sorts or scans all pending jobs. Once a job of g GPUs neither fits

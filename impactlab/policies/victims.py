@@ -1,4 +1,4 @@
-"""Choosing preemption victims for a gang that does not fit (DESIGN.md section 5, step 4)."""
+"""Choosing preemption victims for a gang that does not fit (docs/model.md section 5, step 4)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Trace loaders: public GPU-cluster traces, Slurm dumps and generic files -> the trace schema.
 
-``load_trace(path, format=None, **options)`` returns the validated trace (DESIGN.md section 3)
+``load_trace(path, format=None, **options)`` returns the validated trace (docs/model.md section 3)
 with its ``LoadReport`` as a plain dict in ``trace.attrs["load_report"]``; ``load`` returns
 both as a ``Loaded``. Formats and their mappings are documented in docs/traces.md.
 """

@@ -1,4 +1,4 @@
-"""Generic CSV or Parquet in the impactlab schema (DESIGN.md section 3).
+"""Generic CSV or Parquet in the impactlab schema (docs/model.md section 3).
 
 Required columns ``job_id, submit_s, gpus, duration_s``; every optional column that is
 missing (or blank in a row) gets the default in ``impactlab.trace.DEFAULTS``. ``submit_s`` is
