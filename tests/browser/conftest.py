@@ -7,6 +7,7 @@ folder is kept and its path printed at the end of the run. Server logs go to the
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -22,7 +23,6 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -40,7 +40,7 @@ CHROMIUM_ARGS = [
 ]
 #: Seconds a server may take to answer its first request (a cold start on a 2-core machine).
 SERVER_START_S = 90
-_SCREENSHOTS: list[Path] = []
+ARTIFACTS = pytest.StashKey[Path]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -70,11 +70,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(skip)
 
 
-def pytest_terminal_summary(terminalreporter) -> None:
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     """Print where the screenshots and server logs are, whenever a browser test made some."""
-    if _SCREENSHOTS and _SCREENSHOTS[0].exists():
+    folder = config.stash.get(ARTIFACTS, None)
+    if folder is not None:
         terminalreporter.write_sep("-", "browser screenshots and server logs")
-        terminalreporter.write_line(str(_SCREENSHOTS[0]))
+        terminalreporter.write_line(str(folder))
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -86,12 +87,12 @@ def pytest_runtest_makereport(item: pytest.Item, call):
 
 
 @pytest.fixture(scope="session")
-def artifacts() -> Path:
+def artifacts(request: pytest.FixtureRequest) -> Path:
     """The folder for screenshots and server logs (kept after the run)."""
     path = os.environ.get("IMPACTLAB_SCREENSHOTS")
     folder = Path(path) if path else Path(tempfile.mkdtemp(prefix="impactlab-browser-"))
     folder.mkdir(parents=True, exist_ok=True)
-    _SCREENSHOTS.append(folder)
+    request.config.stash[ARTIFACTS] = folder
     return folder
 
 
@@ -149,7 +150,7 @@ def wait_until_answers(url: str, proc: subprocess.Popen, log: Path) -> None:
     pytest.fail(f"{url} did not answer within {SERVER_START_S} s:\n{log.read_text()[-3000:]}")
 
 
-@contextmanager
+@contextlib.contextmanager
 def serve(cmd: list[str], probe: str, log: Path, home: Path) -> Iterator[None]:
     """Run a server in its own process group until the block ends, also when it fails."""
     with log.open("w") as out:
@@ -216,16 +217,17 @@ def lab(artifacts: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[t
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(values))
     port, token = free_port(), secrets.token_hex(16)
-    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", f"--port={port}"]
-    cmd += [
+    cmd = [
+        *(sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root"),
+        f"--port={port}",
         "--ServerApp.port_retries=0",
         "--ServerApp.ip=127.0.0.1",
         f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={ROOT}",
+        # Opening a notebook makes a checkpoint, by default in notebooks/.ipynb_checkpoints/: keep
+        # it out of the repository (an absolute checkpoint_dir replaces the per-folder one).
+        f"--FileCheckpoints.checkpoint_dir={home / 'checkpoints'}",
     ]
-    cmd += [f"--ServerApp.root_dir={ROOT}"]
-    # Opening a notebook makes a checkpoint, by default in notebooks/.ipynb_checkpoints/: keep
-    # it out of the repository (an absolute checkpoint_dir replaces the per-folder one).
-    cmd += [f"--FileCheckpoints.checkpoint_dir={home / 'checkpoints'}"]
     base = f"http://127.0.0.1:{port}"
     with serve(cmd, f"{base}/api/status?token={token}", artifacts / "lab.log", home):
         yield base, token
@@ -258,9 +260,10 @@ def page(browser, request: pytest.FixtureRequest, artifacts: Path) -> Iterator:
         yield page
         report = getattr(request.node, "report_call", None)
         if report is not None and report.failed:
-            page.screenshot(
-                path=artifacts / f"{safe_name(request.node.name)}-FAILED.png", full_page=True
-            )
+            with contextlib.suppress(
+                Exception
+            ):  # a crashed page cannot be shot; the failure stands
+                page.screenshot(path=artifacts / f"{safe_name(request.node.name)}-FAILED.png")
     finally:
         context.close()
 

@@ -58,21 +58,21 @@ def wait_for_new_status(page, before: str) -> None:
     )
 
 
-def control(page, name: str) -> str:
+def control(name: str) -> str:
     """Selector of the control of one declared parameter."""
     return f".impactlab-param-{name}"
 
 
 def set_slider(page, name: str, value: float) -> None:
     """Type an exact value into an ipywidgets 8 slider's readout (sliders are noUiSlider)."""
-    readout = page.locator(f"{control(page, name)} .widget-readout")
+    readout = page.locator(f"{control(name)} .widget-readout")
     readout.fill(str(value))
     readout.press("Enter")
 
 
 def other_value(page, name: str) -> int:
     """A value of a slider different from its current one, inside its range."""
-    handle = page.locator(f"{control(page, name)} .noUi-handle")
+    handle = page.locator(f"{control(name)} .noUi-handle")
     lo, hi, now = (float(handle.get_attribute(f"aria-value{k}")) for k in ("min", "max", "now"))
     for candidate in (64, 128, 32, 16, 256):
         if lo <= candidate <= hi and candidate != now:
@@ -82,14 +82,12 @@ def other_value(page, name: str) -> int:
 
 def selected(page, name: str) -> str:
     """The value a dropdown control shows."""
-    return page.locator(f"{control(page, name)} select").input_value()
+    return page.locator(f"{control(name)} select").input_value()
 
 
 def options(page, name: str) -> list[str]:
     """The values a dropdown control offers."""
-    return page.locator(f"{control(page, name)} select option").evaluate_all(
-        "os => os.map(o => o.value)"
-    )
+    return page.locator(f"{control(name)} select option").evaluate_all("os => os.map(o => o.value)")
 
 
 def assert_clean_console(page) -> None:
@@ -113,14 +111,14 @@ def test_slider_reruns_and_changes_chart_and_status(page, voila_url, shot):
     text = rerun(page, lambda: set_slider(page, "gpus", gpus))
     shot(page, f"gpus-{gpus}")
     assert f"{gpus} GPUs" in text
-    assert page.inner_text(f"{control(page, 'gpus')} .widget-readout") == str(gpus)
+    assert page.inner_text(f"{control('gpus')} .widget-readout") == str(gpus)
     assert_clean_console(page)
 
 
 def test_policy_dropdown_reruns_and_changes_chart_and_status(page, voila_url, shot):
     open_app(page, voila_url)
     policy = next(p for p in ("legacy", "fifo", "fairshare") if p != selected(page, "policy"))
-    text = rerun(page, lambda: page.select_option(f"{control(page, 'policy')} select", policy))
+    text = rerun(page, lambda: page.select_option(f"{control('policy')} select", policy))
     shot(page, f"policy-{policy}")
     assert policy in text
     assert selected(page, "policy") == policy
@@ -133,7 +131,7 @@ def test_compare_mode_shows_two_policies(page, voila_url, shot):
     a, b = selected(page, "policy"), selected(page, "policy_b")
     if a == b:
         b = next(p for p in options(page, "policy_b") if p != a)
-        rerun(page, lambda: page.select_option(f"{control(page, 'policy_b')} select", b))
+        rerun(page, lambda: page.select_option(f"{control('policy_b')} select", b))
     shot(page, "compare")
     shown = status(page) + page.locator(".impactlab-charts").inner_text()
     shown += " ".join(page.locator(".impactlab-charts svg text").all_text_contents())
@@ -147,7 +145,7 @@ def test_query_string_presets_the_app(page, voila_url, shot):
     text = status(page)
     assert "legacy" in text and "88 GPUs" in text, text
     assert selected(page, "policy") == "legacy"
-    assert page.inner_text(f"{control(page, 'gpus')} .widget-readout") == "88"
+    assert page.inner_text(f"{control('gpus')} .widget-readout") == "88"
     assert_clean_console(page)
 
 
