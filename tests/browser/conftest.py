@@ -1,8 +1,9 @@
 """Real-browser fixtures: Debian's chromium driven by playwright, a Voila server for the Explorer
 and a JupyterLab server for the notebooks, each on a free 127.0.0.1 port and stopped at the end.
 
-Screenshots of every step go to ``$IMPACTLAB_SCREENSHOTS`` (or a fresh temporary folder); the
-folder is kept and its path printed at the end of the run. Server logs go to the same folder.
+Screenshots of every step, and the server logs, go to ``$IMPACTLAB_SCREENSHOTS`` or else a
+temporary folder ``impactlab-browser-*``, which is kept. Its path is printed at the end of a
+single-process run and, under xdist, with every failed browser test.
 """
 
 from __future__ import annotations
@@ -83,6 +84,10 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     """Keep each phase's report on the test item, so fixtures can see whether the test failed."""
     report = yield
     setattr(item, f"report_{report.when}", report)
+    folder = item.config.stash.get(ARTIFACTS, None)
+    if report.failed and folder is not None and "artifacts" in getattr(item, "fixturenames", ()):
+        # Shown with the failure, also under xdist (where the terminal summary below is not ours).
+        report.sections.append(("browser screenshots and server logs", str(folder)))
     return report
 
 
@@ -90,7 +95,13 @@ def pytest_runtest_makereport(item: pytest.Item, call):
 def artifacts(request: pytest.FixtureRequest) -> Path:
     """The folder for screenshots and server logs (kept after the run)."""
     path = os.environ.get("IMPACTLAB_SCREENSHOTS")
-    folder = Path(path) if path else Path(tempfile.mkdtemp(prefix="impactlab-browser-"))
+    run = getattr(request.config, "workerinput", {}).get("testrunuid")  # shared by xdist workers
+    if path:
+        folder = Path(path)
+    elif run:
+        folder = Path(tempfile.gettempdir()) / f"impactlab-browser-{run}"
+    else:
+        folder = Path(tempfile.mkdtemp(prefix="impactlab-browser-"))
     folder.mkdir(parents=True, exist_ok=True)
     request.config.stash[ARTIFACTS] = folder
     return folder
