@@ -55,6 +55,8 @@ TABS: dict[str, Callable[[list[SimResult]], alt.TopLevelMixin]] = {
     "Gang size": charts.fragmentation,
     "Gantt": lambda rs: charts.gantt(rs[:1]),
 }
+#: Query keys added by the Jupyter server or Binder, never presets.
+SERVER_KEYS = frozenset({"token"})
 ERRORS = (ParamError, ScenarioError, TraceError, BudgetError, ValueError, OSError)
 
 
@@ -98,9 +100,12 @@ def read(param: Param, widget: w.Widget) -> Any:
 
 def parse_query(query: str) -> tuple[dict[str, str], dict[str, str]]:
     """A URL query string split into declared parameters and Explorer options
-    (``scenario``, ``compare`` = the second policy, ``tab``)."""
+    (``scenario``, ``compare`` = the second policy, ``tab``). Keys the servers add on their way
+    (Binder's redirect adds ``token``; Voila reads ``voila-*``) are not presets."""
     options, params = {}, {}
     for key, value in parse_qsl(query.lstrip("?"), keep_blank_values=True):
+        if key in SERVER_KEYS or key.startswith("voila-"):
+            continue
         (options if key in ("scenario", "compare", "tab") else params)[key] = value
     return params, options
 
