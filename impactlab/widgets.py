@@ -81,7 +81,7 @@ def control(param: Param, value: Any) -> w.Widget:
     elif param.choices is not None:
         options = [("none", None)] * param.nullable + [(str(c), c) for c in param.choices]
         widget = w.Dropdown(options=options, value=value, **common)
-    elif param.type in (int, float) and span is not None and value is not None and not param.nullable:
+    elif param.type in (int, float) and span is not None and value is not None:  # none: a text box
         kind = w.IntSlider if param.type is int else w.FloatSlider
         lo, hi = min(span[0], value), max(span[1], value)
         step = param.step or (1 if param.type is int else (hi - lo) / 100)
