@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from impactlab import BudgetError, SimConfig, budgets_from_trace, load_budgets, simulate
 from impactlab.budget_io import unknown_projects
@@ -86,9 +87,33 @@ def test_unknown_projects_run_unallocated_and_are_reported():
         simulate(config, trace=pd.DataFrame(rows), budgets=tree, on_unknown_project="error")
 
 
-def test_shipped_budget_files_load():
-    for path in sorted(DATA.glob("*.yaml")):
-        assert load_budgets(path).leaves, path
+def written_fractions(node: dict, fraction: float = 1.0) -> dict[str, float]:
+    """Each node's entitled fraction from the YAML as written: the product along its path of
+    share / sum of its siblings' shares (share 1 when not given)."""
+    out = {node["name"]: fraction}
+    children = node.get("children", [])
+    total = sum(c.get("share", 1.0) for c in children)
+    for child in children:
+        out.update(written_fractions(child, fraction * child.get("share", 1.0) / total))
+    return out
+
+
+def test_shipped_budget_files_load_with_their_shares():
+    paths = sorted(DATA.glob("*.yaml"))
+    assert len(paths) >= 4
+    for path in paths:
+        tree = load_budgets(path)
+        doc = yaml.safe_load(path.read_text())
+        doc = doc.get("budgets", doc)  # a scenario file carries its tree under "budgets"
+        fractions = written_fractions(doc)
+        assert sorted(tree.names) == sorted(fractions), path
+        for i, name in enumerate(tree.names):
+            assert tree.fraction[i] == pytest.approx(fractions[name]), (path, name)
+        leaves = [tree.names[i] for i in tree.leaves]
+        assert len(leaves) >= 2 and sum(tree.fraction[i] for i in tree.leaves) == pytest.approx(1.0), path
+    example = load_budgets(DATA / "example-budgets.yaml")
+    assert example.share[example.names.index("p02")] == 100.0
+    assert example.fraction[example.names.index("p02")] == pytest.approx(132.99 / (132.99 + 98.96) * 100 / 132.99)
 
 
 def test_users_written_as_leaves_under_a_project_are_charged_by_user():

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
 
-from impactlab import budgets_from_trace, load_trace
+from impactlab import budgets_from_trace, load_trace, simulate
 from impactlab.cli import main
 from impactlab.scenario import load_scenario
 
@@ -28,6 +29,11 @@ def test_simulate_each_format_with_budgets(tmp_path, capsys, fixture):
     assert main(argv) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["policy"] == "impactful" and summary["gpus"] == 1024
+    assert (summary["days"], summary["report_from_days"]) == (200, 0)
+    jobs = len(load_trace(FIXTURES / fixture))  # every loaded job is submitted within 200 days
+    assert summary["jobs"] == jobs and summary["wait_s"]["all"]["n"] == jobs
+    assert 0 < summary["occupancy"] <= 1 and 0 < summary["utilization"] <= summary["occupancy"]
+    assert 0 <= summary["impact"] <= 1 and 0 <= summary["unallocated_share"] <= 1
 
 
 def test_simulate_the_shipped_example_trace(capsys):
@@ -49,7 +55,15 @@ def test_scenario_on_the_command_line(capsys):
     argv = ["simulate", "--scenario", str(DATA / "scenario-workshop-88.yaml"), "--days", "2", "--policy", "fifo",
             "--json"]
     assert main(argv) == 0
-    assert json.loads(capsys.readouterr().out)["gpus"] == 88
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["policy"], summary["gpus"], summary["days"]) == ("fifo", 88, 2)
+    assert summary["report_from_days"] == 1  # the 7-day default warm-up, at most half the run
+    # the same run through the library: the scenario's workload, budgets and seed, 2 days
+    scenario = load_scenario(DATA / "scenario-workshop-88.yaml")
+    same = simulate(replace(scenario.config, policy="fifo", days=2.0), budgets=scenario.budgets).summary()
+    assert summary["jobs"] == same["jobs"] > 100
+    assert summary["occupancy"] == pytest.approx(same["occupancy"]) and 0.5 < summary["occupancy"] <= 1
+    assert summary["impact"] == pytest.approx(same["impact"]) and summary["preemptions"] == 0
 
 
 @pytest.mark.parametrize("text, words", [("", "empty"), ("job_id,submit_s,gpus,duration_s\na,0,1,-5\n", "row 2"),

@@ -28,13 +28,16 @@ def test_a_blocked_funded_gang_preempts_at_the_next_refresh_even_if_nothing_else
     assert 10 < preempt.t_s.iloc[0] <= 10 + 300  # the first ranking refresh after the gang arrived
 
 
-def test_no_ping_pong_is_judged_on_the_victims_actually_preempted():
+@pytest.mark.parametrize("b_share, preempted", [(0.7, ["b1v"]), (1.0, [])])
+def test_no_ping_pong_is_judged_on_the_victims_actually_preempted(b_share, preempted):
     # A1's 8-GPU job would need b1v (B1, 8 GPUs) and, to pass the rule on the walk, counts a2v
-    # (A2, on another node) as freed too; the trim keeps only b1v, and with b1v alone A would
-    # end up better served than B, so nothing may be preempted.
+    # (A2, on another node) as freed too; the trim keeps only b1v. With b1v alone gone, A holds
+    # 16 of 32 GPUs and B 12 (usage is still ~0): A is at 0.5 / (1 / (1 + b)), B at 0.375 / (b / (1 + b)).
+    # With B's share b = 0.7 the swap is fair (0.85 <= 0.91) and b1v is preempted; with b = 1, A
+    # would end up better served than B (1.0 > 0.75), so nothing may be preempted.
     tree = BudgetTree.from_dict({"name": "root", "children": [
         {"name": "A", "share": 1, "children": [{"name": "A1", "share": 3}, {"name": "A2", "share": 1}]},
-        {"name": "B", "share": 1, "children": [{"name": "B1", "share": 1}]}]})
+        {"name": "B", "share": b_share, "children": [{"name": "B1", "share": 1}]}]})
 
     def job(i, t, p, g, protect):
         return {"job_id": i, "submit_s": t, "project": p, "gpus": g, "duration_s": 5000, "kind": "training",
@@ -42,8 +45,12 @@ def test_no_ping_pong_is_judged_on_the_victims_actually_preempted():
 
     rows = [job("a2p", 0, "A2", 4, 28800), job("a2v", 1, "A2", 4, 28800), job("b1v", 2, "B1", 8, 0),
             job("b1p", 3, "B1", 8, 28800), job("b1q", 4, "B1", 4, 28800), job("j", 10, "A1", 8, 0)]
-    log = run_tiny(rows, policy="impactful", gpus=32, budgets=tree, horizon_s=200, policy_knobs=NO_RESERVE).events
-    assert (log.event != "preempt").all()
+    knobs = {**NO_RESERVE, "cap_hours": 8.0, "window_days": 7.0, "half_life_days": None, "refresh_s": 300.0,
+             "max_victim_ratio": 1.0}
+    log = run_tiny(rows, policy="impactful", gpus=32, budgets=tree, horizon_s=200, policy_knobs=knobs).events
+    preempts = log[log.event == "preempt"]
+    assert preempts.job_id.tolist() == preempted
+    assert (preempts.detail == "by=j").all()
 
 
 @dataclass
@@ -96,6 +103,7 @@ def test_a_job_that_lands_on_a_failed_node_fails_there_even_if_it_would_finish_s
     log = result.events
     downs = log[log.event == "node_down"]
     assert len(downs) > 0
+    hit = 0  # jobs that landed on a failed node and ended before the horizon
     for _, down in downs.iterrows():
         node, t0 = down.nodes, down.t_s
         ups = log[(log.event == "node_up") & (log.nodes == node) & (log.t_s > t0)]
@@ -109,6 +117,9 @@ def test_a_job_that_lands_on_a_failed_node_fails_there_even_if_it_would_finish_s
             end = ends.iloc[0]
             assert end.event == "fail", f"{start.job_id} finished on failed node {node}"
             assert end.lost_s == pytest.approx(end.t_s - start.t_s - start.overhead_s)  # kept nothing
+            assert end.t_s <= start.t_s + start.overhead_s + 100.0  # at the latest when it would have finished
+            hit += 1
+    assert hit >= 1, "no job landed on a failed node: the case tests nothing"
     assert 0 <= result.summary()["occupancy"] <= 1
 
 
