@@ -171,8 +171,13 @@ def test_availability_is_the_healthy_share_of_capacity_by_hand():
 
 
 def test_summary_counts_repairs_and_losses():
-    s = run("legacy", mtbf_hours=24, repair="manual").summary()
+    result = run("legacy", mtbf_hours=24, repair="manual")
+    s, log = result.summary(), result.events
     assert s["node_failures"] > 0 and s["human_repairs"] > 0 and s["auto_repairs"] == 0
+    # no warm-up: every node event of the run counts, one by one
+    assert s["node_failures"] == (log.event == "node_down").sum()
+    assert s["human_repairs"] == ((log.event == "node_up") & (log.detail == "repair=human")).sum()
+    assert s["jobs_hit"] == log[log.event == "fail"].job_id.nunique()
     assert s["jobs_hit"] > 0 and s["failure_lost_gpu_hours"] > 0
     assert 0 < s["availability"] < 1 and 0 <= s["occupancy"] <= 1
 
@@ -191,6 +196,11 @@ def test_cli_reports_failures_and_repairs(capsys):
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     assert out["auto_repairs"] == 0 and out["human_repairs"] >= 1
+    # the figures of the same run through the library, in the same window
+    config = il.SimConfig(policy="impactful", gpus=32, days=3, health=HealthConfig(mtbf_hours=24, repair="manual"))
+    same = il.simulate(config).summary()
+    for key in ("report_from_days", "node_failures", "human_repairs", "auto_repairs", "jobs_hit"):
+        assert out[key] == same[key], key
     assert math.isfinite(out["failure_lost_gpu_hours"])
 
 
