@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
+import impactlab as il
 from impactlab import BudgetError, SimConfig, budgets_from_trace, load_budgets, simulate
 from impactlab.budget_io import unknown_projects
 from impactlab.budgets import BudgetTree
+from impactlab.scenario import load_scenario
 
 DATA = Path(__file__).parent.parent / "data"
 
@@ -114,6 +117,18 @@ def test_shipped_budget_files_load_with_their_shares():
     example = load_budgets(DATA / "example-budgets.yaml")
     assert example.share[example.names.index("p02")] == 100.0
     assert example.fraction[example.names.index("p02")] == pytest.approx(132.99 / (132.99 + 98.96) * 100 / 132.99)
+
+
+def test_shipped_budget_files_hold_the_shares_of_the_organisation_they_were_made_from():
+    # benchmarks/make_examples.py writes the generator's tree, shares rounded to 2 decimals. The
+    # organisation has its own random stream: a 1-day run draws the same one as the full run.
+    made_from = {path: load_scenario(path).config.generator() for path in DATA.glob("scenario-*.yaml")}
+    made_from[DATA / "example-budgets.yaml"] = il.GeneratorConfig(gpus=88, days=3, seed=1)
+    for path, config in sorted(made_from.items()):
+        tree = il.generate(replace(config, days=1.0)).tree
+        shipped = load_budgets(path)
+        assert shipped.names == tree.names and shipped.parent == tree.parent, path
+        assert list(shipped.share) == [round(float(x), 2) for x in tree.share], path
 
 
 def test_users_written_as_leaves_under_a_project_are_charged_by_user():
