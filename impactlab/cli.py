@@ -278,7 +278,7 @@ def sweep_spec(args: argparse.Namespace) -> tuple[SimConfig, dict[str, list[Any]
     base = base_config(args).with_params({k: v for k, v in fixed.items() if k not in knob_names and k not in flags})
     grid = {**{k: v if isinstance(v, list) else [v] for k, v in spec.get("grid", {}).items()}, **dict(args.grid)}
     grid.update({k: [v] for k, v in fixed.items() if k in knob_names and k not in grid})
-    seeds = args.seeds or spec.get("seeds", [0])
+    seeds = args.seeds or spec.get("seeds") or [flags.get("seed", 0)]
     return base, grid, _seed_list(seeds) if isinstance(seeds, str | int) else list(seeds)
 
 
