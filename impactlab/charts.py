@@ -970,28 +970,36 @@ def sweep_lines(stats: pd.DataFrame, x: str, metric: str, log_x: bool = False) -
 
 def tradeoff(stats: pd.DataFrame, x_metric: str, y_metric: str) -> alt.LayerChart:
     """Two metrics of a sweep against each other, one point per config (mean across seeds) with
-    95% CI bars both ways, coloured by policy and labelled with the other swept values."""
+    95% CI bars both ways: coloured by policy and labelled with the other swept values, or, for
+    a single policy, coloured by those values."""
     xs = _sweep_rows(stats, x_metric)
     ys = _sweep_rows(stats, y_metric)[["point_key", "mean", "ci_low", "ci_high", "n"]]
     table = xs.merge(ys, on="point_key", suffixes=("_x", "_y"))
     table = table.assign(series=_series(table, exclude=("policy",), empty=""),
                          policy=table.get("policy", "run"))
-    colors = _policy_colors(table["policy"])
     cols = ["policy", "series", "label", "mean_x", "ci_low_x", "ci_high_x", "mean_y", "ci_low_y", "ci_high_y", "n_x"]
-    base = alt.Chart(table[cols]).encode(
-        color=alt.Color("policy:N", title="policy", scale=alt.Scale(domain=list(colors), range=list(colors.values())))
-    )
+    by_policy = table["policy"].nunique() > 1 or not table["series"].any()
+    base = alt.Chart(table[cols]).encode(color=_tradeoff_color(table, by_policy))
     x = alt.X("mean_x:Q", title=x_metric, scale=alt.Scale(zero=False))
     y = alt.Y("mean_y:Q", title=y_metric, scale=alt.Scale(zero=False))
-    xbar = base.mark_rule(opacity=0.6).encode(x=alt.X("ci_low_x:Q", title=x_metric), x2="ci_high_x:Q", y=y)
-    ybar = base.mark_rule(opacity=0.6).encode(x=x, y=alt.Y("ci_low_y:Q", title=y_metric), y2="ci_high_y:Q")
+    xbar = base.mark_rule(opacity=0.5).encode(x=alt.X("ci_low_x:Q", title=x_metric), x2="ci_high_x:Q", y=y)
+    ybar = base.mark_rule(opacity=0.5).encode(x=x, y=alt.Y("ci_low_y:Q", title=y_metric), y2="ci_high_y:Q")
     tooltip = ["label:N", alt.Tooltip("mean_x:Q", title=x_metric, format=",.4~g"),
                alt.Tooltip("mean_y:Q", title=y_metric, format=",.4~g"), alt.Tooltip("n_x:Q", title="seeds")]
-    points = base.mark_point(filled=True, size=60).encode(x=x, y=y, tooltip=tooltip)
-    text = base.mark_text(align="left", dx=6, dy=-6, fontSize=10).encode(x=x, y=y, text="series:N")
+    layers = [xbar, ybar, base.mark_point(filled=True, size=60, opacity=1).encode(x=x, y=y, tooltip=tooltip)]
+    if by_policy:  # the colour says the policy; a label says the rest
+        layers.append(base.mark_text(align="left", dx=6, dy=-6, fontSize=10).encode(x=x, y=y, text="series:N"))
     title = alt.Title(f"{y_metric} against {x_metric}", subtitle="one point per config: mean across seeds, "
                       "bars: 95% confidence intervals")
-    return alt.layer(xbar, ybar, points, text).properties(width=WIDTH - 200, height=300, title=title)
+    return alt.layer(*layers).properties(width=WIDTH - 200, height=300, title=title)
+
+
+def _tradeoff_color(table: pd.DataFrame, by_policy: bool) -> alt.Color:
+    if by_policy:
+        colors = _policy_colors(table["policy"])
+        return alt.Color("policy:N", title="policy", scale=alt.Scale(domain=list(colors), range=list(colors.values())))
+    order = list(dict.fromkeys(table["series"]))
+    return alt.Color("series:N", title=str(table["policy"].iloc[0]), sort=order, scale=alt.Scale(scheme="tableau20"))
 
 
 def _sweep_rows(stats: pd.DataFrame, metric: str) -> pd.DataFrame:

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from functools import cache
+from numbers import Integral
 from pathlib import Path
 from typing import Any, Literal, Self
 
@@ -114,7 +115,7 @@ def _axes(grid: Mapping[str, Sequence[Any]]) -> dict[str, list[Any]]:
 
 
 def _seeds(seeds: Iterable[int] | int) -> list[int]:
-    out = [seeds] if isinstance(seeds, int) else list(seeds)
+    out = [int(seeds)] if isinstance(seeds, Integral) else [int(s) for s in seeds]
     if not out:
         raise SweepError("no seeds")
     return out

@@ -21,7 +21,15 @@ import pytest
 import impactlab as il
 from impactlab import charts, cli
 from impactlab.report import build_report
-from impactlab.sweep import SweepError, load_sweep, plan, summarise_sweep, sweep, t975, worker_policies
+from impactlab.sweep import (
+    SweepError,
+    load_sweep,
+    plan,
+    summarise_sweep,
+    sweep,
+    t975,
+    worker_policies,
+)
 
 sweep_module = importlib.import_module("impactlab.sweep")  # ``impactlab.sweep`` is the function
 ROOT = Path(__file__).resolve().parent.parent
