@@ -281,17 +281,16 @@ def _dask(runs: list[Run], policies: Mapping[str, Any], workers: int | None = No
     from distributed import Client, LocalCluster
     from distributed import as_completed as dask_completed
 
-    cluster, chatter = None, logging.getLogger("distributed")
-    level = chatter.level
-    if client is None:  # quiet: the cluster's start and stop are not the user's business
-        chatter.setLevel(max(level, logging.WARNING))
-        cluster = LocalCluster(n_workers=workers or _cpus(len(runs)), threads_per_worker=1,
-                               processes=True, dashboard_address=None, silence_logs=logging.WARNING)
-        client = Client(cluster)
-    elif workers:
-        log.info("workers=%d ignored: the given client's cluster decides", workers)
-    futures = {}
+    chatter = logging.getLogger("distributed")
+    level, cluster, futures = chatter.level, None, {}
     try:
+        if client is None:  # quiet: the cluster's start and stop are not the user's business
+            chatter.setLevel(max(level, logging.WARNING))
+            cluster = LocalCluster(n_workers=workers or _cpus(len(runs)), threads_per_worker=1,
+                                   processes=True, dashboard_address=None, silence_logs=logging.WARNING)
+            client = Client(cluster)
+        elif workers:
+            log.info("workers=%d ignored: the given client's cluster decides", workers)
         for r in runs:
             future = client.submit(run_one, r.config.to_dict(), r.inputs, policies,
                                    key=f"impactlab-run-{r.key}", pure=False)
@@ -299,11 +298,13 @@ def _dask(runs: list[Run], policies: Mapping[str, Any], workers: int | None = No
         for future in dask_completed(futures):
             yield futures[future], _outcome(future.result)
     finally:
-        client.cancel([f for f in futures if not f.done()])
+        if futures:
+            client.cancel([f for f in futures if not f.done()])
         if cluster is not None:
-            client.close()
+            if client is not None:
+                client.close()
             cluster.close()
-            chatter.setLevel(level)
+        chatter.setLevel(level)
 
 
 def _cpus(tasks: int) -> int:

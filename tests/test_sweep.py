@@ -49,6 +49,11 @@ def comparable(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.drop(columns="wall_s").reset_index(drop=True)
 
 
+def missing_as_none(frame: pd.DataFrame) -> pd.DataFrame:
+    """A knob's None (impactful's half_life_days) reads as NaN once rows of other policies join it."""
+    return comparable(frame).astype(object).map(lambda v: None if pd.isna(v) else v)
+
+
 # ----- planning ---------------------------------------------------------------------------------
 def test_a_knob_applies_only_to_the_policies_that_declare_it(serial):
     frame, _ = serial
@@ -229,3 +234,13 @@ def test_cli_sweep_then_report(tmp_path, capsys):
     assert_offline(html.read_text())
     assert cli.main(["sweep", "--grid", "cap_hour=1,4", "--backend", "serial"]) == 2
     assert "did you mean cap_hours" in capsys.readouterr().err
+
+
+def test_a_given_dask_client_is_used_and_left_open(serial):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        frame = sweep(BASE, {"cap_hours": [1, 8]}, SEEDS, backend="dask", client=client, progress=False)
+        assert client.status == "running"
+    mine = serial[0].loc[serial[0]["policy"] == "impactful", list(frame.columns)]  # no other policy's knobs
+    pd.testing.assert_frame_equal(missing_as_none(frame), missing_as_none(mine))
