@@ -29,6 +29,7 @@ import multiprocessing
 import os
 import statistics
 import subprocess
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -266,13 +267,25 @@ def _serial(runs: list[Run], policies: Mapping[str, Any], **_: Any) -> Outcomes:
 def _processes(runs: list[Run], policies: Mapping[str, Any], workers: int | None = None, **_: Any) -> Outcomes:
     """A local process pool under spawn (the same in notebooks, macOS, Windows and Linux)."""
     pool = ProcessPoolExecutor(max_workers=workers or _cpus(len(runs)),
-                               mp_context=multiprocessing.get_context("spawn"))
+                               mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_exit_with, initargs=(os.getpid(),))
     try:
         futures = {pool.submit(run_one, r.config.to_dict(), r.inputs, policies): r for r in runs}
         for future in as_completed(futures):
             yield futures[future], _outcome(future.result)
     finally:  # interrupted or done: drop what has not started, let running runs end
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _exit_with(parent: int, every_s: float = 1.0) -> None:
+    """In a pool worker: exit when the sweep's process is gone (killed with SIGKILL, the pool's
+    workers would otherwise wait forever for work)."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every_s)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True, name="impactlab-parent-watch").start()
 
 
 def _dask(runs: list[Run], policies: Mapping[str, Any], workers: int | None = None,
