@@ -16,7 +16,6 @@ import argparse
 import time
 
 import impactlab as il
-from impactlab import charts
 from impactlab.widgets import TABS, Explorer, default_config
 
 

@@ -12,14 +12,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from . import __version__
 from .budgets import BudgetError
-from .config import SimConfig, parameters
+from .config import SimConfig, parameter, parameters
+from .overview import overview
 from .params import Param, ParamError, iter_groups
 from .policies import PolicyError
 from .registry import policy_class, policy_names, policy_params
 from .scenario import ScenarioError, load_scenario
 from .simulate import SimResult, compare, simulate
 from .trace import TraceError
+from .traces import load
 
 log = logging.getLogger("impactlab")
 
@@ -46,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     parameters (``impactlab.parameters()``), so a new knob is a new flag with no edit here."""
     parser = _Parser(prog="impactlab", description="Simulate GPU-cluster scheduling policies.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    parser.add_argument("--version", action="version", version=f"impactlab {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     sim = sub.add_parser("simulate", help="replay a trace (or a synthetic Ai2-like workload) under a policy")
     cmp = sub.add_parser("compare", help="replay the same workload under several policies, side by side")
@@ -54,8 +58,30 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"policies to compare (default legacy impactful); from {policy_names()} or module:Class")
     for command in (sim, cmp):
         _run_options(command)
+    _inspect_options(sub.add_parser("inspect", help="what a trace holds, and the cluster size that suits it"))
     _sweep_commands(sub)
     return parser
+
+
+def _inspect_options(command: argparse.ArgumentParser) -> None:
+    """``impactlab inspect TRACE``: the trace summary, without simulating."""
+    command.add_argument("trace", type=Path, help="trace file (any supported format)")
+    for name in ("trace_format", "demand", "gpus_per_node"):
+        _add_flag(command, parameter(name))
+    command.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def inspect(args: argparse.Namespace) -> str:
+    """The text (or JSON) ``impactlab inspect`` prints."""
+    demand, per_node = getattr(args, "demand", 2.5), getattr(args, "gpus_per_node", 8)
+    loaded = load(args.trace, getattr(args, "trace_format", None), on_bad="error")
+    trace = loaded.trace
+    trace.attrs["load_report"] = loaded.report.to_dict()
+    info = overview(trace, per_node)
+    if args.json:
+        return json.dumps({**info.to_dict(), "format": loaded.report.format,
+                           "suggested_gpus": info.gpus_for(demand, per_node)})
+    return "\n".join([f"{args.trace} ({loaded.report.format})", *info.lines(demand, per_node)])
 
 
 def _run_options(command: argparse.ArgumentParser) -> None:
@@ -156,9 +182,15 @@ def json_ready(value: object) -> object:
     return value
 
 
+def _window(summary: dict) -> str:
+    """The simulated span and the reporting window, in days."""
+    days, start = round(summary["days"], 2), round(summary["report_from_days"], 2)
+    return f"simulated days 0-{days:g}, reported days {start:g}-{days:g}"
+
+
 def format_table(summary: dict) -> str:
     """A readable summary: headline fractions, counts and waits per kind."""
-    title = (f"policy {summary['policy']} on {summary['gpus']} GPUs: {summary['jobs']} jobs, "
+    title = (f"policy {summary['policy']} on {summary['gpus']} GPUs, {_window(summary)}: {summary['jobs']} jobs, "
              f"simulated in {summary['sim_wall_s']:.2f} s")
     lines = [title]
     lines += [f"  {name:24} {summary[name]:7.3f}" for name in HEADLINE]
@@ -174,7 +206,7 @@ def format_table(summary: dict) -> str:
 def format_comparison(summaries: list[dict]) -> str:
     """Policies side by side: headline metrics and p50/p90 waits per kind."""
     head = f"  {'':24}" + "".join(f"{s['policy']:>12}" for s in summaries)
-    lines = [f"{summaries[0]['jobs']} jobs on {summaries[0]['gpus']} GPUs", head]
+    lines = [f"{summaries[0]['jobs']} jobs on {summaries[0]['gpus']} GPUs, {_window(summaries[0])}", head]
     for name in (*HEADLINE, *COUNTS, "sim_wall_s"):
         lines.append(f"  {name:24}" + "".join(f"{s[name]:12.3f}" if isinstance(s[name], float)
                                              else f"{s[name]:12d}" for s in summaries))
@@ -196,6 +228,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command in _EXTRA_COMMANDS:
         return _EXTRA_COMMANDS[args.command](args)
     try:
+        if args.command == "inspect":
+            print(inspect(args))
+            return 0
         check_out(args.out)
         results = run(args)
         for result in results:

@@ -39,6 +39,9 @@ DEMAND = Param("demand", 2.5, float, "workload", "synthetic offered load: GPU-ho
 FUNDED_LOAD = Param("funded_load", 0.8, float, "workload", "synthetic funded part of the load "
                     "(the rest is unallocated)", "x capacity", lo=0, hi=20, step=0.05, lo_open=True,
                     ui=(0.1, 2))
+#: A run's span: like the generator's, but "none" follows the trace (its whole span).
+RUN_DAYS = dataclasses.replace(DAYS, default=None, nullable=True, help="simulated span (none: 14 days of "
+                               "synthetic workload, or the whole span of the trace)")
 SEED = Param("seed", 0, int, "workload", "random seed of the workload (and of node failures)",
              lo=0, hi=2**32 - 1, step=1, ui=(0, 99))
 USERS = Param("users_per_1024_gpus", 150, int, "workload", "synthetic researchers per 1024 GPUs",
@@ -122,7 +125,7 @@ class SimConfig:
                         "name or a 'module:Class' spec)").field()
     gpus: int = GPUS.field()
     gpus_per_node: int = GPUS_PER_NODE.field()
-    days: float = DAYS.field()
+    days: float | None = RUN_DAYS.field()
     demand: float = DEMAND.field()
     funded_load: float = FUNDED_LOAD.field()
     seed: int = SEED.field()
@@ -168,7 +171,9 @@ class SimConfig:
         _check_cluster(self.gpus, self.gpus_per_node)
         if not self.funded_load <= self.demand:
             raise ParamError(f"funded_load must be <= demand, got {self.funded_load} > {self.demand}")
-        if self.warmup_days is not None and not self.warmup_days < self.days:
+        if self.days is None and not self.trace_path:  # the synthetic workload's own span
+            object.__setattr__(self, "days", DAYS.default)
+        if self.warmup_days is not None and self.days is not None and not self.warmup_days < self.days:
             raise ParamError(f"warmup_days must be below days ({self.days:g}), got {self.warmup_days:g}")
         policy_class(self.policy)
         object.__setattr__(self, "policy_knobs", FrozenMap(check_knobs(self.policy, self.policy_knobs)))
@@ -183,7 +188,11 @@ class SimConfig:
 
     @property
     def horizon_s(self) -> float:
-        """Simulated time span."""
+        """Simulated time span (a config following its trace knows it once the trace is read:
+        ``simulate`` and ``compare`` fill ``days`` in)."""
+        if self.days is None:
+            raise ParamError("days follows the trace and is not known before it is read; "
+                             "use the result's config, or set days")
         return self.days * DAY_S
 
     @property
@@ -191,11 +200,12 @@ class SimConfig:
         """Start of the reporting window."""
         if self.warmup_days is not None:
             return self.warmup_days * DAY_S
-        return min(self.policy_knobs.get("window_days", 7.0), self.days / 2) * DAY_S
+        return min(self.policy_knobs.get("window_days", 7.0), self.horizon_s / DAY_S / 2) * DAY_S
 
     def generator(self) -> GeneratorConfig:
         """The synthetic workload this config asks for."""
-        return GeneratorConfig(**{name: getattr(self, name) for name in _GENERATOR_FIELDS})
+        values = {name: getattr(self, name) for name in _GENERATOR_FIELDS}
+        return GeneratorConfig(**{**values, "days": self.horizon_s / DAY_S})
 
     def knobs(self) -> dict[str, Any]:
         """Every knob of the policy with its value in this run (declared default unless overridden)."""
@@ -214,6 +224,9 @@ class SimConfig:
     def with_params(self, values: Mapping[str, Any] | None = None, /, **kv: Any) -> SimConfig:
         """A copy with parameters set by name; text values (CLI, query strings) are parsed.
 
+        Setting a trace on a synthetic config also lets ``days`` follow the trace, unless
+        ``days`` is given too.
+
         A knob of the old policy that the new one does not declare is dropped when only the
         policy changes; a knob named here must belong to the policy.
         """
@@ -224,6 +237,8 @@ class SimConfig:
         kept = {k: v for k, v in self.policy_knobs.items() if k in mine}
         if len(kept) < len(self.policy_knobs):
             log.debug("knobs %s do not apply to %s", sorted(set(self.policy_knobs) - mine), policy)
+        if run.get("trace_path") and not self.trace_path and "days" not in run:
+            run["days"] = None  # a new trace is replayed over its whole span unless days is given
         return replace(self, **run, health=replace(self.health, **health),
                        policy_knobs={**kept, **knobs}, budget_shares={**self.budget_shares, **shares})
 

@@ -22,7 +22,7 @@ from .budgets import BudgetTree
 from .config import SimConfig
 from .events import EVENT_DTYPES
 from .metrics import SIZE_BUCKETS, Window, attempts, down_intervals, health_series, summarise
-from .units import HOUR_S
+from .units import DAY_S, HOUR_S
 
 #: Scalar keys of ``summary()`` that ``metrics()`` keeps as they are.
 SCALAR_METRICS = ("jobs", "availability", "occupancy", "occupancy_funded", "occupancy_unallocated",
@@ -82,7 +82,8 @@ class SimResult:
 
     def summary(self) -> dict:
         """Headline metrics (fractions in [0, 1], waits in seconds) with the run's identity."""
-        head = {"policy": self.config.policy, "gpus": self.config.gpus, "sim_wall_s": self.sim_wall_s}
+        head = {"policy": self.config.policy, "gpus": self.config.gpus, "days": self.config.days,
+                "report_from_days": self.window.t0 / DAY_S, "sim_wall_s": self.sim_wall_s}
         return {**head, **self._derived[0]}
 
     def metrics(self) -> dict[str, float | int]:

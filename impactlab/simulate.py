@@ -17,11 +17,12 @@ from .cluster import Cluster
 from .config import SimConfig
 from .engine import Engine
 from .events import events_frame, jobs_from_trace
+from .overview import warn_about_load
 from .policies import Policy, make_policy
 from .results import SimResult
 from .trace import TraceError
 from .units import DAY_S
-from .workload import Inputs, prepare
+from .workload import Inputs, fit, prepare
 
 log = logging.getLogger(__name__)
 
@@ -46,12 +47,16 @@ def simulate(config: SimConfig | None = None, trace: pd.DataFrame | None = None,
     the simulated time in seconds as the run goes.
     """
     config = config or SimConfig()
+    fresh = inputs is None
     inputs = inputs or prepare(config, trace, budgets)
+    config = fit(config, inputs)
     trace, tree = inputs.trace, inputs.tree
     too_big = trace["gpus"] > config.gpus
     if too_big.any():
         row = int(too_big.to_numpy().argmax())
         raise TraceError("trace", row, "gpus", f"job larger than the cluster ({config.gpus} GPUs)")
+    if fresh:  # compare warns once for all its runs
+        _check_load(config, inputs)
     unknown = check_projects(trace, tree, on_unknown_project or config.unknown_projects)  # type: ignore[arg-type]
     jobs = jobs_from_trace(trace, tree, config.gpus_per_node)
     policy = policy or make_policy(config.policy, **config.policy_knobs)
@@ -80,11 +85,19 @@ def compare(config: SimConfig | None = None,
     ``progress`` is passed to each ``simulate``.
     """
     config = config or SimConfig()
+    inputs = inputs or prepare(config, trace, budgets)
+    config = fit(config, inputs)
+    _check_load(config, inputs)
     runs = [(label, config.with_params(changes)) for label, changes in _variants(policies).items()]
     warmup_days = _shared_warmup_days(config, [cfg for _, cfg in runs])
-    inputs = inputs or prepare(config, trace, budgets)
     return [simulate(replace(cfg, warmup_days=warmup_days), inputs=inputs, label=label, progress=progress)
             for label, cfg in runs]
+
+
+def _check_load(config: SimConfig, inputs: Inputs) -> None:
+    """Warn when a replayed trace offers far more or less work than the cluster can take."""
+    if inputs.provenance.get("source") != "synthetic":
+        warn_about_load(inputs.trace, config.gpus, config.gpus_per_node, config.horizon_s / DAY_S)
 
 
 def _shared_warmup_days(config: SimConfig, runs: list[SimConfig]) -> float:

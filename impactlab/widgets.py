@@ -55,6 +55,8 @@ TABS: dict[str, Callable[[list[SimResult]], alt.TopLevelMixin]] = {
     "Gang size": charts.fragmentation,
     "Gantt": lambda rs: charts.gantt(rs[:1]),
 }
+#: Query keys added by the Jupyter server or Binder, never presets.
+SERVER_KEYS = frozenset({"token"})
 ERRORS = (ParamError, ScenarioError, TraceError, BudgetError, ValueError, OSError)
 
 
@@ -79,7 +81,7 @@ def control(param: Param, value: Any) -> w.Widget:
     elif param.choices is not None:
         options = [("none", None)] * param.nullable + [(str(c), c) for c in param.choices]
         widget = w.Dropdown(options=options, value=value, **common)
-    elif param.type in (int, float) and span is not None and value is not None and not param.nullable:
+    elif param.type in (int, float) and span is not None and value is not None:  # none: a text box
         kind = w.IntSlider if param.type is int else w.FloatSlider
         lo, hi = min(span[0], value), max(span[1], value)
         step = param.step or (1 if param.type is int else (hi - lo) / 100)
@@ -98,9 +100,12 @@ def read(param: Param, widget: w.Widget) -> Any:
 
 def parse_query(query: str) -> tuple[dict[str, str], dict[str, str]]:
     """A URL query string split into declared parameters and Explorer options
-    (``scenario``, ``compare`` = the second policy, ``tab``)."""
+    (``scenario``, ``compare`` = the second policy, ``tab``). Keys the servers add on their way
+    (Binder's redirect adds ``token``; Voila reads ``voila-*``) are not presets."""
     options, params = {}, {}
     for key, value in parse_qsl(query.lstrip("?"), keep_blank_values=True):
+        if key in SERVER_KEYS or key.startswith("voila-"):
+            continue
         (options if key in ("scenario", "compare", "tab") else params)[key] = value
     return params, options
 
@@ -263,6 +268,7 @@ class Explorer(w.VBox):
                   if not param.policies or read(param, widget) != param.default}  # knobs: changes only
         base = self.base
         if self.scenario == "file":
+            values.pop("days")  # a trace is replayed over its whole span
             if not self.file.value.strip():
                 raise ParamError("give a trace file path (or upload one)")
             base = base.with_params(trace_path=self.file.value.strip(), budgets_path=None)
@@ -281,7 +287,7 @@ class Explorer(w.VBox):
 
     def estimate_s(self, config: SimConfig) -> float:
         """Expected seconds for a run, from the speed of the runs so far (GPU-days x policies)."""
-        return self._rate_s * config.gpus * config.days * config.demand * len(self.policies())
+        return self._rate_s * config.gpus * (config.days or 14.0) * config.demand * len(self.policies())
 
     def run(self) -> Run | None:
         """Simulate now with the controls' settings, show the charts; None when input is bad."""

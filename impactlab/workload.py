@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import dataclass, field, fields
+import math
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from .generator import generate
 from .trace import validate_trace
 from .traces import load
 from .traces.reshape import fill_contract, window
+from .units import DAY_S, HOUR_S
 
 log = logging.getLogger(__name__)
 
@@ -99,3 +101,18 @@ def _flat_tree(trace: pd.DataFrame) -> BudgetTree:
     """Without a budget tree, every project in the trace gets an equal share."""
     projects = sorted(p for p in trace["project"].unique() if p)
     return BudgetTree.flat({p: 1.0 for p in projects}) if projects else BudgetTree.from_dict({"name": "root"})
+
+
+def trace_span_days(trace: pd.DataFrame) -> float:
+    """A trace's span: up to its last submission, rounded up to the hour (at least an hour)."""
+    last = float(trace["submit_s"].max()) if len(trace) else 0.0
+    return max(math.ceil(last / HOUR_S + 1e-9), 1) * HOUR_S / DAY_S
+
+
+def fit(config: SimConfig, inputs: Inputs) -> SimConfig:
+    """``config`` with its span filled in from the trace when it follows the trace."""
+    if config.days is not None:
+        return config
+    days = trace_span_days(inputs.trace)
+    log.info("simulating the trace's whole span: %.2f days", days)
+    return replace(config, days=days)

@@ -4,6 +4,7 @@ and a helper that runs a tiny hand-written trace."""
 from __future__ import annotations
 
 import math
+import os
 
 import pandas as pd
 import pytest
@@ -11,6 +12,43 @@ from hypothesis import strategies as st
 
 from impactlab import BudgetTree, SimConfig, register_policy, simulate
 from impactlab.trace import KINDS
+
+# ----- profiles: the default run, and a thorough one for CI --------------------------------------
+#: ``--thorough`` (or IMPACTLAB_THOROUGH=1): every hypothesis example and the whole oracle grid.
+#: The default run keeps every rule and every hand-made case, with fewer random examples.
+THOROUGH = False
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """The ``--thorough`` profile switch."""
+    parser.addoption("--thorough", action="store_true", help="all random examples and the whole oracle grid")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Read the profile before test modules are imported (their decorators ask for it)."""
+    global THOROUGH
+    THOROUGH = bool(config.getoption("--thorough", False)) or os.environ.get("IMPACTLAB_THOROUGH") == "1"
+    # The notebooks' stored outputs are fast-mode runs; the kernels nbval starts inherit this.
+    # (A conftest in notebooks/ would shadow this module, which the tests import helpers from.)
+    os.environ.setdefault("IMPACTLAB_FAST", "1")
+    config.addinivalue_line("markers", "thorough: only in the thorough profile (--thorough)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Outside the thorough profile, skip what is marked thorough."""
+    if THOROUGH:
+        return
+    skip = pytest.mark.skip(reason="thorough profile only (python -m pytest --thorough)")
+    for item in items:
+        if "thorough" in item.keywords:
+            item.add_marker(skip)
+
+
+def examples(n: int) -> int:
+    """Random examples for a property test: ``n`` in the thorough profile, a quarter (at least 3)
+    by default."""
+    return n if THOROUGH else max(3, n // 4)
+
 
 # A policy from outside the package: registering it puts it through every test that runs
 # each registered policy (the invariants above all).

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -108,7 +109,7 @@ def test_waterfill_of_no_children_is_empty():
     assert waterfill(np.array([5.0, 3.0]), np.zeros((2, 0)), []).shape == (2, 0)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(data=st.data())
 def test_waterfill_is_a_demand_capped_weighted_level(data):
     n = data.draw(st.integers(1, 6))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -96,7 +97,7 @@ def test_best_fit_with_four_gpus_per_node():
     assert c.best_fit(9) is None
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(per=st.sampled_from([4, 8]), data=st.data())
 def test_best_fit_agrees_with_a_scan_of_every_node(per, data):
     nodes = data.draw(st.integers(1, 6))

@@ -11,6 +11,7 @@ from functools import cache
 
 import pandas as pd
 import pytest
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -176,7 +177,7 @@ def test_summary_counts_repairs_and_losses():
     assert 0 < s["availability"] < 1 and 0 <= s["occupancy"] <= 1
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 @given(mtbf=st.floats(6, 200), seed=st.integers(0, 3), repair=st.sampled_from(["automatic", "manual"]))
 def test_health_series_averages_to_availability(mtbf, seed, repair):
     result = run("impactful", seed=seed, mtbf_hours=mtbf, repair=repair)

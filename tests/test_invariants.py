@@ -18,7 +18,7 @@ from itertools import pairwise
 
 import pandas as pd
 import pytest
-from conftest import DAY_S, small_tree, traces
+from conftest import DAY_S, examples, small_tree, traces
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -183,7 +183,7 @@ def rule(
         for case in EXAMPLES:
             fn = example(case=case)(fn)
         fn = settings(
-            max_examples=max_examples,
+            max_examples=examples(max_examples),
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
         )(fn)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -283,7 +284,7 @@ HEADERS = st.sampled_from([
     "job_id,submit_s,gpus", "job_id,job_id,gpus,duration_s", "", "a;b;c"])
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(header=HEADERS, body=st.lists(st.lists(CELLS, min_size=0, max_size=9).map(",".join), max_size=8),
        on_bad=st.sampled_from(["error", "skip"]))
 def test_malformed_csv_raises_only_trace_error_and_never_truncates(tmp_path, header, body, on_bad):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import run_tiny
+from conftest import examples, run_tiny
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -39,7 +39,7 @@ def by_id(result) -> pd.DataFrame:
 
 # ----- queueing cases with known answers -------------------------------------------------------
 @pytest.mark.parametrize("policy", sorted(REGISTRY))
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(data=st.data())
 def test_a_cluster_with_room_for_everyone_gives_zero_wait(policy, data):
     # 8 nodes: jobs whose gangs need 8 nodes in all can always be placed at once
@@ -89,7 +89,7 @@ def test_a_job_that_starts_on_arrival_waits_exactly_zero():
     assert result.events.query("event == 'submit'")["t_s"].tolist() == [2048.8, 10241.1]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(data=st.data())
 def test_fifo_on_one_gpu_follows_lindleys_recursion(data):
     n = data.draw(st.integers(1, 12))

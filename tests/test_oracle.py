@@ -64,12 +64,12 @@ ORACLE_KNOBS = {
 GENERATED = [
     (32, 8, 2.0, 2.0, 0),
     (32, 8, 3.0, 3.0, 1),
-    (64, 8, 2.0, 2.5, 2),
-    (64, 8, 3.0, 3.0, 3),
+    pytest.param((64, 8, 2.0, 2.5, 2), marks=pytest.mark.thorough),
+    pytest.param((64, 8, 3.0, 3.0, 3), marks=pytest.mark.thorough),
     (32, 4, 2.0, 2.5, 4),  # 8-GPU jobs are two-node gangs here
 ]
 GENERATED_IDS = [f"{g}gpus-{per}pernode-{d:g}days-demand{dem:g}-seed{s}"
-                 for g, per, d, dem, s in GENERATED]
+                 for g, per, d, dem, s in (w.values[0] if hasattr(w, "values") else w for w in GENERATED)]
 
 NO_RESERVE = {"interactive_reserve": 0.0}  # hand-made cases below are about other rules
 

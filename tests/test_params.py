@@ -233,3 +233,29 @@ def test_progress_reports_simulated_time_and_changes_nothing():
     assert watched.events.equals(il.simulate(config).events)
     assert seen == sorted(seen) and seen[-1] == config.horizon_s and len(seen) > 20
     assert il.simulate(config, progress=True).events.equals(watched.events)  # a tqdm bar
+
+
+# ----- a trace sets the run's span ----------------------------------------------------------------
+EXAMPLE = DATA / "example-trace-88gpu-3d.csv"
+
+
+def test_a_trace_is_replayed_over_its_whole_span_unless_days_is_given():
+    config = il.SimConfig(gpus=88, policy="fifo").with_params(trace_path=str(EXAMPLE))
+    assert config.days is None
+    result = il.simulate(config)
+    last = result.trace["submit_s"].max()
+    assert result.config.days * 86_400 >= last > result.config.days * 86_400 - 3600  # rounded up to the hour
+    assert result.window.t0 == result.config.days * 86_400 / 2  # warm-up fitted: half a short run
+    assert il.simulate(config.with_params(days=1.0)).config.days == 1.0
+
+
+def test_the_cli_prints_the_simulated_and_reported_window(capsys):
+    assert main(["simulate", "--trace", str(EXAMPLE), "--gpus", "88", "--policy", "fifo"]) == 0
+    assert "simulated days 0-3, reported days 1.5-3" in capsys.readouterr().out.splitlines()[0]
+    assert main(["simulate", "--trace", str(EXAMPLE), "--gpus", "88", "--policy", "fifo", "--warmup-days", "5"]) == 2
+    assert "warmup_days must be below days (3)" in capsys.readouterr().err
+
+
+def test_version_flag(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"impactlab {il.__version__}"

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -70,7 +71,7 @@ def exact_window(
     return out
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(data=st.data())
 def test_window_usage_matches_the_exact_integral(data):
     leaves = data.draw(st.integers(1, 3))

@@ -138,3 +138,10 @@ def test_a_bad_preset_shows_a_message(query, words):
 def test_query_strings_split_parameters_from_options():
     params, options = parse_query("?gpus=88&compare=legacy&cap_hours=4&tab=Waits")
     assert params == {"gpus": "88", "cap_hours": "4"} and options == {"compare": "legacy", "tab": "Waits"}
+
+
+def test_keys_the_servers_add_to_the_url_are_not_presets():
+    params, options = parse_query("gpus=88&policy=legacy&token=abc123&voila-theme=dark")
+    assert params == {"gpus": "88", "policy": "legacy"} and options == {}
+    app = Explorer.from_query("gpus=48&days=2&token=abc123")
+    assert app.message.value == "" and app.results[0].config.gpus == 48

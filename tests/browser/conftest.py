@@ -1,0 +1,302 @@
+"""Real-browser fixtures: Debian's chromium driven by playwright, a Voila server for the Explorer
+and a JupyterLab server for the notebooks, each on a free 127.0.0.1 port and stopped at the end.
+
+Screenshots of every step, and the server logs, go to ``$IMPACTLAB_SCREENSHOTS`` or else a
+temporary folder ``impactlab-browser-*``, which is kept. Its path is printed at the end of a
+single-process run and, under xdist, with every failed browser test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = shutil.which("chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",  # CI runs as root, where chromium's sandbox refuses to start
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-quic",
+]
+#: Seconds a server may take to answer its first request (a cold start on a 2-core machine).
+SERVER_START_S = 90
+ARTIFACTS = pytest.StashKey[Path]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the ``browser`` marker (select with ``-m browser``, skip with ``-m 'not browser'``)."""
+    config.addinivalue_line(
+        "markers", "browser: drives a real browser (chromium) against Voila or JupyterLab"
+    )
+
+
+def missing_tools() -> str:
+    """Why browser tests cannot run here, or "" when they can."""
+    if not CHROMIUM:
+        return "chromium is not installed (apt-get install -y chromium; .ci/run does it)"
+    if importlib.util.find_spec("playwright") is None:
+        return "playwright is not installed (pip install -e '.[test]')"
+    return ""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Skip browser tests, with the reason, on a machine without chromium or playwright."""
+    reason = missing_tools()
+    if not reason:
+        return
+    skip = pytest.mark.skip(reason=reason)
+    for item in items:
+        if "browser" in item.keywords:
+            item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    """Print where the screenshots and server logs are, whenever a browser test made some."""
+    folder = config.stash.get(ARTIFACTS, None)
+    if folder is not None:
+        terminalreporter.write_sep("-", "browser screenshots and server logs")
+        terminalreporter.write_line(str(folder))
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    """Keep each phase's report on the test item, so fixtures can see whether the test failed."""
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    folder = item.config.stash.get(ARTIFACTS, None)
+    if report.failed and folder is not None and "artifacts" in getattr(item, "fixturenames", ()):
+        # Shown with the failure, also under xdist (where the terminal summary below is not ours).
+        report.sections.append(("browser screenshots and server logs", str(folder)))
+    return report
+
+
+@pytest.fixture(scope="session")
+def artifacts(request: pytest.FixtureRequest) -> Path:
+    """The folder for screenshots and server logs (kept after the run)."""
+    path = os.environ.get("IMPACTLAB_SCREENSHOTS")
+    run = getattr(request.config, "workerinput", {}).get("testrunuid")  # shared by xdist workers
+    if path:
+        folder = Path(path)
+    elif run:
+        folder = Path(tempfile.gettempdir()) / f"impactlab-browser-{run}"
+    else:
+        folder = Path(tempfile.mkdtemp(prefix="impactlab-browser-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    request.config.stash[ARTIFACTS] = folder
+    return folder
+
+
+@pytest.fixture
+def shot(request: pytest.FixtureRequest, artifacts: Path):
+    """``shot(page, "step")`` saves a full-page screenshot named after the test and the step."""
+    steps = iter(range(1, 100))
+    test = safe_name(request.node.name)
+
+    def save(page, step: str) -> Path:
+        path = artifacts / f"{test}-{next(steps):02d}-{step}.png"
+        page.screenshot(path=path, full_page=True)
+        return path
+
+    return save
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def server_env(home: Path) -> dict[str, str]:
+    """Environment for a server and its kernels: small runs, this checkout's package, a throwaway HOME."""
+    env = dict(os.environ)
+    env.update(
+        IMPACTLAB_FAST="1",
+        HOME=str(home),  # settings, workspaces, runtime files: nothing lands in the repository
+        # Kernels start in notebooks/: put this checkout first, whatever the editable install points at.
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    )
+    for var in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "QUERY_STRING"):
+        env.pop(var, None)
+    return env
+
+
+def wait_until_answers(url: str, proc: subprocess.Popen, log: Path) -> None:
+    """Poll ``url`` until the server answers (any HTTP status below 500); fail with the log's tail
+    if the server dies or hangs."""
+    deadline = time.monotonic() + SERVER_START_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=5):
+                return
+        except urllib.error.HTTPError as answer:
+            if answer.code < 500:
+                return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.25)  # polling a process that is starting: there is no event to wait on
+    pytest.fail(f"{url} did not answer within {SERVER_START_S} s:\n{log.read_text()[-3000:]}")
+
+
+@contextlib.contextmanager
+def serve(cmd: list[str], probe: str, log: Path, home: Path) -> Iterator[None]:
+    """Run a server in its own process group until the block ends, also when it fails."""
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            env=server_env(home),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            wait_until_answers(probe, proc, log)
+            yield
+        finally:
+            stop(proc)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """SIGTERM the server's whole process group (kernels included), SIGKILL it if it lingers."""
+    for sig, grace in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+@pytest.fixture(scope="session")
+def voila_url(artifacts: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Base URL of a Voila server rendering notebooks/01-explorer.ipynb."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "voila", "notebooks/01-explorer.ipynb", "--no-browser"]
+    cmd += [f"--port={port}", "--Voila.port_retries=0", "--Voila.ip=127.0.0.1"]
+    base = f"http://127.0.0.1:{port}"
+    # Any path but "/" answers (403: not an allowlisted file) without starting a kernel as "/" would.
+    with serve(
+        cmd, f"{base}/favicon.ico", artifacts / "voila.log", tmp_path_factory.mktemp("voila-home")
+    ):
+        yield base
+
+
+LAB_SETTINGS = {
+    # No saving: Run All must not write executed notebooks into the repository.
+    "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
+    # No news or update checks: nothing to fetch offline, fewer toasts over the notebook.
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+        "fetchNews": "false",
+        "checkForUpdates": False,
+    },
+}
+
+
+@pytest.fixture(scope="session")
+def lab(artifacts: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """(base URL, token) of a JupyterLab server whose root is the repository."""
+    home = tmp_path_factory.mktemp("lab-home")
+    for name, values in LAB_SETTINGS.items():
+        path = home / ".jupyter" / "lab" / "user-settings" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+    port, token = free_port(), secrets.token_hex(16)
+    cmd = [
+        *(sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root"),
+        f"--port={port}",
+        "--ServerApp.port_retries=0",
+        "--ServerApp.ip=127.0.0.1",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={ROOT}",
+        # Opening a notebook makes a checkpoint, by default in notebooks/.ipynb_checkpoints/: keep
+        # it out of the repository (an absolute checkpoint_dir replaces the per-folder one).
+        f"--FileCheckpoints.checkpoint_dir={home / 'checkpoints'}",
+    ]
+    base = f"http://127.0.0.1:{port}"
+    with serve(cmd, f"{base}/api/status?token={token}", artifacts / "lab.log", home):
+        yield base, token
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator:
+    """Debian's chromium, headless, launched by playwright (no ``playwright install``)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser, request: pytest.FixtureRequest, artifacts: Path) -> Iterator:
+    """A fresh page in its own context; ``page.problems`` collects console and page errors.
+    A failed test leaves a screenshot of the page as it was, named ``<test>-FAILED.png``."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    page.problems = []
+    page.on("pageerror", lambda exc: page.problems.append(f"pageerror: {exc}"))
+    page.on("console", lambda msg: record_console_error(page.problems, msg))
+    try:
+        yield page
+        report = getattr(request.node, "report_call", None)
+        if report is not None and report.failed:
+            with contextlib.suppress(
+                Exception
+            ):  # a crashed page cannot be shot; the failure stands
+                page.screenshot(path=artifacts / f"{safe_name(request.node.name)}-FAILED.png")
+    finally:
+        context.close()
+
+
+def safe_name(test: str) -> str:
+    """A test's name as a file name."""
+    return re.sub(r"[^\w.-]+", "_", test)
+
+
+LOCAL = re.compile(r"^https?://(127\.0\.0\.1|localhost)[:/]")
+
+
+def record_console_error(problems: list[str], msg) -> None:
+    """Append a console error, with the URL it came from, unless it is a failed remote request.
+
+    Voila's page asks a CDN for Font Awesome's CSS; offline (CI, workshops behind a firewall)
+    that request fails with "Failed to load resource: net::ERR_...". It is cosmetic and not
+    ours. A failed request to our own server (127.0.0.1) is still an error.
+    """
+    if msg.type != "error":
+        return
+    url = (msg.location or {}).get("url", "")
+    if msg.text.startswith("Failed to load resource") and url and not LOCAL.match(url):
+        return
+    problems.append(f"console: {msg.text} ({url})")

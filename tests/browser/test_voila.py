@@ -1,0 +1,160 @@
+"""The Explorer as a Voila app, in a real browser: it renders, draws charts, re-runs on every
+control, compares two policies, takes presets from the URL and reports bad ones politely.
+
+Every wait is on the app's own state (the status line's ``impactlab-ready`` class and text, the
+chart's drawn marks), never on a sleep."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+STATUS = ".impactlab-status"
+READY = ".impactlab-status.impactlab-ready"
+MARKS = ".impactlab-charts .vega-embed .marks"
+#: Fingerprint of everything drawn in the charts area: SVG markup, canvas pixels.
+CHART_SIGNATURE = """() => Array.from(document.querySelectorAll('.impactlab-charts .vega-embed .marks'))
+    .map(m => m.tagName === 'CANVAS' ? m.toDataURL() : m.outerHTML).join('|')"""
+
+
+def open_app(page, voila_url: str, query: str = ""):
+    """Load the Explorer and wait until its first run is drawn."""
+    page.goto(f"{voila_url}/{'?' + query if query else ''}")
+    page.wait_for_selector(".impactlab-explorer")
+    page.wait_for_selector(READY)
+    page.wait_for_selector(MARKS)
+    return page
+
+
+def status(page) -> str:
+    """The status line's text."""
+    return page.inner_text(STATUS)
+
+
+def rerun(page, action) -> str:
+    """Do ``action()``, wait until the app ran again and redrew its charts; the new status text.
+
+    The Explorer re-runs by itself when it expects a run to take about a second; on a slower
+    machine it asks for the Run button instead (the button turns to a warning): press it then.
+    """
+    before, drawn = status(page), page.evaluate(CHART_SIGNATURE)
+    action()
+    wait_for_new_status(page, before)
+    if page.locator(".impactlab-run.mod-warning").count():
+        asked = status(page)
+        page.click(".impactlab-run")
+        wait_for_new_status(page, asked)
+    page.wait_for_function(f"(drawn) => ({CHART_SIGNATURE})() !== drawn", arg=drawn)
+    return status(page)
+
+
+def wait_for_new_status(page, before: str) -> None:
+    """Wait until the status line is ready again and says something other than ``before``."""
+    page.wait_for_function(
+        """([sel, before]) => { const s = document.querySelector(sel);
+            return s && s.classList.contains('impactlab-ready') && s.innerText !== before; }""",
+        arg=[STATUS, before],
+    )
+
+
+def control(name: str) -> str:
+    """Selector of the control of one declared parameter."""
+    return f".impactlab-param-{name}"
+
+
+def set_slider(page, name: str, value: float) -> None:
+    """Type an exact value into an ipywidgets 8 slider's readout (sliders are noUiSlider)."""
+    readout = page.locator(f"{control(name)} .widget-readout")
+    readout.fill(str(value))
+    readout.press("Enter")
+
+
+def other_value(page, name: str) -> int:
+    """A value of a slider different from its current one, inside its range."""
+    handle = page.locator(f"{control(name)} .noUi-handle")
+    lo, hi, now = (float(handle.get_attribute(f"aria-value{k}")) for k in ("min", "max", "now"))
+    for candidate in (64, 128, 32, 16, 256):
+        if lo <= candidate <= hi and candidate != now:
+            return candidate
+    raise AssertionError(f"no test value fits {name} in [{lo}, {hi}]")
+
+
+def selected(page, name: str) -> str:
+    """The value a dropdown control shows."""
+    return page.locator(f"{control(name)} select").input_value()
+
+
+def options(page, name: str) -> list[str]:
+    """The values a dropdown control offers."""
+    return page.locator(f"{control(name)} select option").evaluate_all("os => os.map(o => o.value)")
+
+
+def assert_clean_console(page) -> None:
+    """No console error and no uncaught page error (offline CDN requests excepted)."""
+    assert page.problems == []
+
+
+def test_app_renders_with_charts(page, voila_url, shot):
+    open_app(page, voila_url)
+    shot(page, "rendered")
+    assert page.locator(MARKS).count() >= 1
+    assert page.locator(".impactlab-charts .vega-embed").first.bounding_box()["height"] > 50
+    assert status(page).startswith("run ")
+    assert_clean_console(page)
+
+
+def test_slider_reruns_and_changes_chart_and_status(page, voila_url, shot):
+    open_app(page, voila_url)
+    shot(page, "before")
+    gpus = other_value(page, "gpus")
+    text = rerun(page, lambda: set_slider(page, "gpus", gpus))
+    shot(page, f"gpus-{gpus}")
+    assert f"{gpus} GPUs" in text
+    assert page.inner_text(f"{control('gpus')} .widget-readout") == str(gpus)
+    assert_clean_console(page)
+
+
+def test_policy_dropdown_reruns_and_changes_chart_and_status(page, voila_url, shot):
+    open_app(page, voila_url)
+    policy = next(p for p in ("legacy", "fifo", "fairshare") if p != selected(page, "policy"))
+    text = rerun(page, lambda: page.select_option(f"{control('policy')} select", policy))
+    shot(page, f"policy-{policy}")
+    assert policy in text
+    assert selected(page, "policy") == policy
+    assert_clean_console(page)
+
+
+def test_compare_mode_shows_two_policies(page, voila_url, shot):
+    open_app(page, voila_url)
+    rerun(page, lambda: page.check(".impactlab-compare input[type=checkbox]"))
+    a, b = selected(page, "policy"), selected(page, "policy_b")
+    if a == b:
+        b = next(p for p in options(page, "policy_b") if p != a)
+        rerun(page, lambda: page.select_option(f"{control('policy_b')} select", b))
+    shot(page, "compare")
+    shown = status(page) + page.locator(".impactlab-charts").inner_text()
+    shown += " ".join(page.locator(".impactlab-charts svg text").all_text_contents())
+    assert a in shown and b in shown, f"compare mode should show {a} and {b}: {status(page)!r}"
+    assert_clean_console(page)
+
+
+def test_query_string_presets_the_app(page, voila_url, shot):
+    open_app(page, voila_url, "gpus=88&policy=legacy")
+    shot(page, "preset")
+    text = status(page)
+    assert "legacy" in text and "88 GPUs" in text, text
+    assert selected(page, "policy") == "legacy"
+    assert page.inner_text(f"{control('gpus')} .widget-readout") == "88"
+    assert_clean_console(page)
+
+
+def test_bad_parameter_shows_a_message_not_a_traceback(page, voila_url, shot):
+    page.goto(f"{voila_url}/?gpus=-5")
+    page.wait_for_function("() => document.querySelector('.impactlab-message')?.innerText.trim()")
+    message = page.locator(".impactlab-message")
+    shot(page, "bad-gpus")
+    body = page.inner_text("body")
+    assert "Traceback" not in body and "There was an error when executing" not in body
+    assert "-5" in message.inner_text() or "gpus" in message.inner_text()
+    assert_clean_console(page)
