@@ -930,3 +930,122 @@ def _headline_preemptions(rs: list, metrics: pd.DataFrame) -> alt.Chart:
         )
         .properties(width=(WIDTH - 200) // 2, height=26 * len(rs) + 10)
     )
+
+
+# ---------------------------------------------------------------- sweeps (impactlab.summarise_sweep)
+
+_STAT_COLUMNS = ("label", "point_key", "metric", "n", "mean", "std", "ci_low", "ci_high")
+
+
+def sweep_lines(stats: pd.DataFrame, x: str, metric: str, log_x: bool = False) -> alt.LayerChart:
+    """One metric of a sweep against the knob ``x``: mean across seeds with its 95% CI band, one
+    line per policy (and per value of the other swept columns). A policy that does not declare
+    ``x`` (legacy has no cap) is drawn flat and dashed across the range, as a reference."""
+    table = _sweep_rows(stats, metric)
+    if x not in table.columns:
+        raise ValueError(f"{x!r} is not a config column of the sweep")
+    table = table.assign(series=_series(table, exclude=(x,)))
+    numeric = pd.api.types.is_numeric_dtype(table[x]) and table[x].notna().any()
+    table = _flat_references(table, x) if numeric else table.dropna(subset=[x])
+    colors = _series_colors(table)
+    kind = "Q" if numeric else "N"
+    values = sorted(table.loc[~table["reference"], x].dropna().unique().tolist()) if numeric else None
+    scale = alt.Scale(type="log" if log_x else "linear", nice=False, zero=False) if numeric else alt.Undefined
+    axis = alt.Axis(values=values) if values and len(values) <= 12 else alt.Axis()
+    base = alt.Chart(table[["series", x, "mean", "ci_low", "ci_high", "n", "reference"]]).encode(
+        x=alt.X(f"{x}:{kind}", title=x, scale=scale, axis=axis),
+        color=alt.Color("series:N", title=None, scale=alt.Scale(domain=list(colors), range=list(colors.values()))),
+        detail="series:N",
+    )
+    band = base.mark_area(opacity=0.18).encode(y=alt.Y("ci_low:Q", title=metric), y2="ci_high:Q")
+    dash = alt.condition(alt.datum.reference, alt.value([5, 3]), alt.value([1, 0]))
+    line = base.mark_line().encode(y="mean:Q", strokeDash=dash)
+    tooltip = ["series:N", f"{x}:{kind}", alt.Tooltip("mean:Q", format=",.4~g"),
+               alt.Tooltip("ci_low:Q", title="95% CI low", format=",.4~g"),
+               alt.Tooltip("ci_high:Q", title="95% CI high", format=",.4~g"), alt.Tooltip("n:Q", title="seeds")]
+    points = base.transform_filter(~alt.datum.reference).mark_point(filled=True).encode(y="mean:Q", tooltip=tooltip)
+    title = alt.Title(f"{metric} against {x}", subtitle="mean across seeds, band: 95% confidence interval")
+    return alt.layer(band, line, points).properties(width=WIDTH - 200, height=260, title=title)
+
+
+def tradeoff(stats: pd.DataFrame, x_metric: str, y_metric: str) -> alt.LayerChart:
+    """Two metrics of a sweep against each other, one point per config (mean across seeds) with
+    95% CI bars both ways: coloured by policy and labelled with the other swept values, or, for
+    a single policy, coloured by those values."""
+    xs = _sweep_rows(stats, x_metric)
+    ys = _sweep_rows(stats, y_metric)[["point_key", "mean", "ci_low", "ci_high", "n"]]
+    table = xs.merge(ys, on="point_key", suffixes=("_x", "_y"))
+    table = table.assign(series=_series(table, exclude=("policy",), empty=""),
+                         policy=table.get("policy", "run"))
+    cols = ["policy", "series", "label", "mean_x", "ci_low_x", "ci_high_x", "mean_y", "ci_low_y", "ci_high_y", "n_x"]
+    by_policy = table["policy"].nunique() > 1 or not table["series"].any()
+    base = alt.Chart(table[cols]).encode(color=_tradeoff_color(table, by_policy))
+    x = alt.X("mean_x:Q", title=x_metric, scale=alt.Scale(zero=False))
+    y = alt.Y("mean_y:Q", title=y_metric, scale=alt.Scale(zero=False))
+    xbar = base.mark_rule(opacity=0.5).encode(x=alt.X("ci_low_x:Q", title=x_metric), x2="ci_high_x:Q", y=y)
+    ybar = base.mark_rule(opacity=0.5).encode(x=x, y=alt.Y("ci_low_y:Q", title=y_metric), y2="ci_high_y:Q")
+    tooltip = ["label:N", alt.Tooltip("mean_x:Q", title=x_metric, format=",.4~g"),
+               alt.Tooltip("mean_y:Q", title=y_metric, format=",.4~g"), alt.Tooltip("n_x:Q", title="seeds")]
+    layers = [xbar, ybar, base.mark_point(filled=True, size=60, opacity=1).encode(x=x, y=y, tooltip=tooltip)]
+    if by_policy:  # the colour says the policy; a label says the rest
+        layers.append(base.mark_text(align="left", dx=6, dy=-6, fontSize=10).encode(x=x, y=y, text="series:N"))
+    title = alt.Title(f"{y_metric} against {x_metric}", subtitle="one point per config: mean across seeds, "
+                      "bars: 95% confidence intervals")
+    return alt.layer(*layers).properties(width=WIDTH - 200, height=300, title=title)
+
+
+def _tradeoff_color(table: pd.DataFrame, by_policy: bool) -> alt.Color:
+    if by_policy:
+        colors = _policy_colors(table["policy"])
+        return alt.Color("policy:N", title="policy", scale=alt.Scale(domain=list(colors), range=list(colors.values())))
+    order = list(dict.fromkeys(table["series"]))
+    return alt.Color("series:N", title=str(table["policy"].iloc[0]), sort=order, scale=alt.Scale(scheme="tableau20"))
+
+
+def _sweep_rows(stats: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The rows of one metric of a ``summarise_sweep`` table."""
+    missing = sorted({"point_key", "metric", "mean", "ci_low", "ci_high"} - set(stats.columns))
+    if missing:
+        raise ValueError(f"not a summarise_sweep table: no column(s) {missing}")
+    rows = stats[stats["metric"] == metric]
+    if rows.empty:
+        raise ValueError(f"no metric {metric!r} in the table; it has {sorted(stats['metric'].unique())[:8]}...")
+    return rows.reset_index(drop=True)
+
+
+def _series(table: pd.DataFrame, exclude: Sequence[str], empty: str = "all") -> pd.Series:
+    """Per row: the swept config values other than ``exclude`` ("impactful window_days=3")."""
+    config = [c for c in table.columns if c not in _STAT_COLUMNS and not c.endswith(("_x", "_y"))]
+    varied = [c for c in config if c not in exclude and table[c].astype(str).nunique() > 1]
+
+    def name(row: pd.Series) -> str:
+        parts = [str(row[c]) if c == "policy" else f"{c}={row[c]:g}" if isinstance(row[c], float)
+                 else f"{c}={row[c]}" for c in varied if not pd.isna(row[c])]
+        return " ".join(parts) or empty
+    return table.apply(name, axis=1) if len(table) else pd.Series(dtype=str)
+
+
+def _flat_references(table: pd.DataFrame, x: str) -> pd.DataFrame:
+    """Series without a value of ``x`` (a policy that lacks the knob) as flat lines over its range."""
+    has = table[x].notna()
+    lo, hi = (table.loc[has, x].min(), table.loc[has, x].max()) if has.any() else (0, 1)
+    flat = table[~has]
+    ends = pd.concat([flat.assign(**{x: lo}), flat.assign(**{x: hi})], ignore_index=True)
+    ends = ends.assign(series=ends["series"] + f" (no {x})")
+    return pd.concat([table[has].assign(reference=False), ends.assign(reference=True)], ignore_index=True)
+
+
+def _policy_colors(policies: pd.Series) -> dict[str, str]:
+    """Each policy's fixed colour; custom policies take fallback colours in order."""
+    extra = iter(FALLBACK_COLORS * 3)
+    return {p: POLICY_COLORS.get(p) or next(extra) for p in dict.fromkeys(policies.astype(str))}
+
+
+def _series_colors(table: pd.DataFrame) -> dict[str, str]:
+    """A series that is one policy keeps the policy's colour; other series take fallback colours."""
+    extra = iter(FALLBACK_COLORS * 3)
+    out = {}
+    for series, policy in dict.fromkeys(zip(table["series"], table.get("policy", table["series"]))):
+        plain = series.split(" (no ")[0] == policy and policy in POLICY_COLORS
+        out[series] = POLICY_COLORS[policy] if plain else next(extra)
+    return out

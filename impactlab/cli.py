@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     for command in (sim, cmp):
         _run_options(command)
     _inspect_options(sub.add_parser("inspect", help="what a trace holds, and the cluster size that suits it"))
+    _sweep_commands(sub)
     return parser
 
 
@@ -224,6 +225,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as stop:  # a bad flag (status 2, one line on stderr) or --help (0)
         return int(stop.code or 0)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    if args.command in _EXTRA_COMMANDS:
+        return _EXTRA_COMMANDS[args.command](args)
     try:
         if args.command == "inspect":
             print(inspect(args))
@@ -248,6 +251,134 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. piped into `head`
         sys.stderr.close()
     return 0
+
+
+# ----- sweep and report ------------------------------------------------------------------------
+_SWEEP_HELP = """Run every config of a grid x seeds (serially, in local processes or on Dask) and print
+mean and 95%% CI per config. Axes come from GRID.yaml ({grid: {cap_hours: [1, 4, 8]}, seeds: 0-5,
+base: {gpus: 88}}) and --grid flags; any declared parameter, "policy", "trace_path" or
+"share.<node>". A policy knob given as a flag is a one-value axis (it applies to the policies that
+declare it). --out DIR files each run as it completes (runs/<key>.parquet and .json); the same
+command again resumes. Exit status 1 if a run failed (each failure is filed with its error)."""
+
+
+def _sweep_commands(sub: Any) -> None:
+    """The ``sweep`` and ``report`` subcommands."""
+    from .sweep import BACKENDS
+
+    swp = sub.add_parser("sweep", help="run a grid of configs x seeds, resumable with --out DIR",
+                         description=_SWEEP_HELP)
+    swp.add_argument("grid_file", nargs="?", type=Path, metavar="GRID.yaml", help="grid, seeds and base parameters")
+    swp.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2", type=_axis,
+                     help="one grid axis, repeatable: --grid cap_hours=1,4,8 --grid policy=legacy,impactful")
+    swp.add_argument("--seeds", type=_seed_list, metavar="0-5", help="seeds: 0-5, 0,3,7 or both (default 0)")
+    swp.add_argument("--policy", type=_policy_name, default=argparse.SUPPRESS,
+                     help="base policy (default impactful); sweep several with --grid policy=a,b")
+    swp.add_argument("--backend", choices=BACKENDS, default="processes", help="where runs go (default processes)")
+    swp.add_argument("--workers", type=int, metavar="N", help="processes or LocalCluster workers (default: cores)")
+    swp.add_argument("--scheduler", metavar="ADDRESS", help="with --backend dask: a running scheduler "
+                     "(tcp://host:8786) instead of a LocalCluster")
+    swp.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    _run_options(swp)
+    rep = sub.add_parser("report", help="a self-contained, offline HTML report of a sweep or of saved runs")
+    rep.add_argument("source", type=Path, metavar="DIR", help="a sweep --out, simulate --out or compare --out folder")
+    rep.add_argument("-o", "--output", type=Path, help="HTML file to write (default DIR/report.html)")
+
+
+def _axis(text: str) -> tuple[str, list[str]]:
+    name, sep, values = text.partition("=")
+    if not sep or not name.strip() or not values.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=V1,V2,..., got {text!r}")
+    return name.strip().replace("-", "_"), [v.strip() for v in values.split(",")]
+
+
+def _seed_list(text: str) -> list[int]:
+    seeds: list[int] = []
+    try:
+        for part in str(text).split(","):
+            lo, _, hi = part.strip().partition("-")
+            seeds += list(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seeds are like 0-5 or 0,3,7, got {text!r}") from None
+    return seeds
+
+
+def sweep_spec(args: argparse.Namespace) -> tuple[SimConfig, dict[str, list[Any]], list[int]]:
+    """Base config, grid and seeds: defaults < --scenario < GRID.yaml base < flags; knob values
+    outside the grid become one-value axes (so each applies where a policy declares it)."""
+    spec = _grid_file(args.grid_file) if args.grid_file else {}
+    flags = given(args)
+    knob_names = {p.name for p in parameters() if p.policies}
+    fixed = {**{k: v for k, v in spec.get("base", {}).items() if k not in flags}, **flags}
+    base = base_config(args).with_params({k: v for k, v in fixed.items() if k not in knob_names and k not in flags})
+    grid = {**{k: v if isinstance(v, list) else [v] for k, v in spec.get("grid", {}).items()}, **dict(args.grid)}
+    grid.update({k: [v] for k, v in fixed.items() if k in knob_names and k not in grid})
+    seeds = args.seeds or spec.get("seeds") or [flags.get("seed", 0)]
+    return base, grid, _seed_list(seeds) if isinstance(seeds, str | int) else list(seeds)
+
+
+def _grid_file(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        spec = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise UsageError(f"{path}: cannot read the grid: {str(err).splitlines()[0]}") from None
+    extra = sorted(set(spec) - {"grid", "seeds", "base"}) if isinstance(spec, dict) else ["(not a mapping)"]
+    if extra or not isinstance(spec.get("grid"), dict):
+        raise UsageError(f"{path}: a grid file is a mapping with grid: {{name: [values]}}, optional seeds: and "
+                         f"base:; found {extra or 'no grid'}")
+    return spec
+
+
+def sweep_command(args: argparse.Namespace) -> int:
+    """``impactlab sweep``: run the grid, print mean and CI per config (or the runs as JSON)."""
+    from .sweep import SweepError, headline_table, summarise_sweep, sweep
+
+    try:
+        base, grid, seeds = sweep_spec(args)
+        with _dask_client(args.scheduler) as client:
+            frame = sweep(base, grid, seeds, backend=args.backend, client=client, workers=args.workers,
+                          progress=args.progress, out=args.out)
+    except (UsageError, SweepError, ParamError, ScenarioError, BudgetError) as err:
+        print(f"impactlab: error: {err}", file=sys.stderr)
+        return 2
+    failed = frame[frame["status"] != "ok"]
+    if args.json:
+        print(frame.to_json(orient="records"))
+    elif len(failed) < len(frame):
+        print(headline_table(summarise_sweep(frame)).to_string(index=False))
+    for error in failed["error"]:
+        print(f"impactlab: run failed: {error}", file=sys.stderr)
+    return 1 if len(failed) else 0
+
+
+def _dask_client(address: str | None) -> Any:
+    """A client of the scheduler at ``address`` (closed afterwards), or None."""
+    from contextlib import nullcontext
+
+    if not address:
+        return nullcontext(None)
+    from distributed import Client
+
+    return Client(address)
+
+
+def report_command(args: argparse.Namespace) -> int:
+    """``impactlab report DIR -o report.html``."""
+    from .report import ReportError, write_report
+
+    out = args.output or args.source / "report.html"
+    try:
+        write_report(args.source, out)
+    except (ReportError, FileNotFoundError, NotADirectoryError) as err:
+        print(f"impactlab: error: {err}", file=sys.stderr)
+        return 2
+    print(out)
+    return 0
+
+
+_EXTRA_COMMANDS = {"sweep": sweep_command, "report": report_command}
 
 
 if __name__ == "__main__":  # pragma: no cover

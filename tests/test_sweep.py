@@ -1,0 +1,246 @@
+"""Sweeps: the same metrics from every backend, resume after a kill, failures recorded, statistics,
+sweep charts, the offline report and the CLI end to end. Small runs (16 GPUs, 1 day)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import impactlab as il
+from impactlab import charts, cli
+from impactlab.report import build_report
+from impactlab.sweep import (
+    SweepError,
+    load_sweep,
+    plan,
+    summarise_sweep,
+    sweep,
+    t975,
+    worker_policies,
+)
+
+sweep_module = importlib.import_module("impactlab.sweep")  # ``impactlab.sweep`` is the function
+ROOT = Path(__file__).resolve().parent.parent
+BASE = il.SimConfig(gpus=16, days=1)
+# "shortest" is registered by conftest as "plugin_policy:ShortestFirst": workers must load it too
+GRID = {"policy": ["legacy", "impactful", "shortest"], "cap_hours": [1, 8]}
+SEEDS = (0, 1)
+
+
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory) -> tuple[pd.DataFrame, Path]:
+    out = tmp_path_factory.mktemp("sweep")
+    return sweep(BASE, GRID, SEEDS, backend="serial", progress=False, out=out), out
+
+
+def comparable(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.drop(columns="wall_s").reset_index(drop=True)
+
+
+def missing_as_none(frame: pd.DataFrame) -> pd.DataFrame:
+    """A knob's None (impactful's half_life_days) reads as NaN once rows of other policies join it."""
+    return comparable(frame).astype(object).map(lambda v: None if pd.isna(v) else v)
+
+
+# ----- planning ---------------------------------------------------------------------------------
+def test_a_knob_applies_only_to_the_policies_that_declare_it(serial):
+    frame, _ = serial
+    assert len(frame) == 8  # legacy and shortest once per seed, impactful per cap and seed
+    assert frame.groupby("policy").size().to_dict() == {"legacy": 2, "impactful": 4, "shortest": 2}
+    assert frame.loc[frame["policy"] == "legacy", "cap_hours"].isna().all()
+    assert sorted(frame.loc[frame["policy"] == "impactful", "cap_hours"]) == [1, 1, 8, 8]
+    assert (frame["status"] == "ok").all() and frame["run_key"].is_unique
+
+
+def test_a_typo_or_a_bad_value_fails_before_any_run(tmp_path):
+    with pytest.raises(SweepError, match="did you mean cap_hours"):
+        sweep(BASE, {"cap_hour": [1, 4]}, out=tmp_path / "a")
+    with pytest.raises(SweepError, match="cap_hours"):
+        sweep(BASE, {"cap_hours": [4, -1]}, out=tmp_path / "b")
+    with pytest.raises(SweepError, match="not a knob of any"):
+        plan(BASE, {"policy": ["legacy"], "cap_hours": [4]})
+    with pytest.raises(SweepError, match="seeds="):
+        plan(BASE, {"seed": [1, 2]})
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_run_keys_are_stable_and_depend_on_the_config_only():
+    again = plan(BASE, {"cap_hours": ["1", 8.0]}, [0])  # text and floats parse to the same configs
+    assert [r.key for r in plan(BASE, {"cap_hours": [1, 8]}, [0])] == [r.key for r in again]
+    assert len({r.point for r in plan(BASE, {"cap_hours": [1]}, [0, 1, 2])}) == 1
+
+
+# ----- backends ---------------------------------------------------------------------------------
+def test_processes_and_a_dask_local_cluster_match_serial_exactly(serial):
+    frame, _ = serial
+    processes = sweep(BASE, GRID, SEEDS, backend="processes", workers=2, progress=False)
+    pd.testing.assert_frame_equal(comparable(processes), comparable(frame))
+    dask = sweep(BASE, GRID, SEEDS, backend="dask", workers=2, progress=False)
+    pd.testing.assert_frame_equal(comparable(dask), comparable(frame))
+
+
+@dataclass
+class LocalPolicy(il.BasePolicy):  # stands for a class typed into a notebook: not importable by name
+    name = "local"
+
+    def schedule(self, now, sched):
+        """Nothing to do."""
+
+
+def test_a_policy_workers_cannot_import_is_explained_before_the_sweep(monkeypatch):
+    monkeypatch.setattr(LocalPolicy, "__module__", "__main__")
+    il.register_policy("local", LocalPolicy)
+    try:
+        runs = plan(BASE, {"policy": ["local"]})
+        with pytest.raises(SweepError, match="spawned worker processes cannot import"):
+            worker_policies(runs, "processes")
+        assert worker_policies(runs, "dask") == {"local": LocalPolicy}  # shipped by value
+        assert worker_policies(plan(BASE, {"policy": ["shortest"]}), "processes") == {
+            "shortest": "plugin_policy:ShortestFirst"}
+    finally:
+        importlib.import_module("impactlab.registry").unregister_policy("local")
+
+
+# ----- files, resume, failures ------------------------------------------------------------------
+def test_each_run_is_filed_and_loads_back(serial):
+    frame, out = serial
+    assert len(list((out / "runs").glob("*.parquet"))) == len(list((out / "runs").glob("*.json"))) == 8
+    record = json.loads((out / "runs" / f"{frame['run_key'][0]}.json").read_text())
+    row = frame.iloc[0]
+    for name, value in il.SimConfig.from_dict(record["config"]).flat().items():
+        assert row[name] == value or (value is None and pd.isna(row[name])), name
+    assert record["status"] == "ok" and record["impactlab"]["version"] == il.__version__
+    pd.testing.assert_frame_equal(comparable(load_sweep(out)), comparable(frame), check_dtype=False)
+
+
+RESUMABLE = """
+import impactlab as il
+il.sweep(il.SimConfig(gpus=16, days=1), {"cap_hours": [1, 8]}, seeds=range(10), backend="serial",
+         progress=False, out=OUT)
+"""
+
+
+def test_a_killed_sweep_resumes_without_redoing_finished_runs(tmp_path, monkeypatch):
+    out = tmp_path / "sweep"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    code = RESUMABLE.replace("OUT", repr(str(out)))
+    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=env, cwd=ROOT)
+    deadline = time.monotonic() + 60
+    while len(list(out.glob("runs/*.json"))) < 3 and time.monotonic() < deadline and child.poll() is None:
+        time.sleep(0.02)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    finished = {p: p.stat().st_mtime_ns for p in out.glob("runs/*.json")}
+    assert 3 <= len(finished) < 20, "the sweep should be killed midway"
+    ran = []
+    real = sweep_module.run_one
+    monkeypatch.setattr(sweep_module, "run_one", lambda *a: ran.append(a) or real(*a))
+    frame = sweep(il.SimConfig(gpus=16, days=1), {"cap_hours": [1, 8]}, seeds=range(10), backend="serial",
+                  progress=False, out=out)
+    assert len(frame) == 20 and (frame["status"] == "ok").all()
+    assert len(ran) == 20 - len(finished)
+    assert all(p.stat().st_mtime_ns == mtime for p, mtime in finished.items())
+    fresh = sweep(il.SimConfig(gpus=16, days=1), {"cap_hours": [1, 8]}, seeds=range(10), backend="serial",
+                  progress=False)
+    pd.testing.assert_frame_equal(comparable(frame), comparable(fresh), check_dtype=False)
+
+
+def test_a_failing_run_is_recorded_and_the_others_run(tmp_path):
+    missing = str(tmp_path / "no-such-trace.csv")
+    frame = sweep(BASE, {"trace_path": [None, missing]}, backend="serial", progress=False, out=tmp_path / "s")
+    bad = frame[frame["status"] == "error"]
+    assert list(frame["status"]) == ["ok", "error"] and frame.loc[0, "impact"] > 0
+    assert "no-such-trace.csv" in bad["error"].iloc[0] and math.isnan(bad["impact"].iloc[0])
+    record = json.loads((tmp_path / "s" / "runs" / f"{bad['run_key'].iloc[0]}.json").read_text())
+    assert record["config"]["trace_path"] == missing and "Traceback" in record["traceback"]
+    again = sweep(BASE, {"trace_path": [None, missing]}, backend="serial", progress=False, out=tmp_path / "s")
+    assert list(again["status"]) == ["ok", "error"]  # failed runs are retried, finished ones are not
+    assert "no-such-trace.csv" in build_report(tmp_path / "s")
+
+
+# ----- statistics and charts --------------------------------------------------------------------
+def test_mean_and_t_interval_across_seeds_by_hand():
+    frame = pd.DataFrame({"policy": ["a"] * 3 + ["b"], "seed": [0, 1, 2, 0], "point_key": ["p"] * 3 + ["q"],
+                          "status": "ok", "impact": [1.0, 2.0, 3.0, 5.0]})
+    stats = summarise_sweep(frame).set_index("point_key")
+    assert stats.loc["p", "mean"] == 2.0 and stats.loc["p", "n"] == 3
+    assert stats.loc["p", "ci_high"] - 2.0 == pytest.approx(4.3027 / math.sqrt(3), abs=1e-9)
+    assert math.isnan(stats.loc["q", "ci_low"])  # one seed: no interval
+    assert list(stats["label"]) == ["policy=a", "policy=b"]
+
+
+def test_t_quantiles_match_scipy():
+    stats = pytest.importorskip("scipy.stats")
+    for df in (1, 2, 5, 29, 30, 31, 45, 100, 1000):
+        assert t975(df) == pytest.approx(stats.t.ppf(0.975, df), abs=2e-4)
+
+
+def test_sweep_charts_build_and_serialise(serial):
+    stats = summarise_sweep(serial[0])
+    for chart in (charts.sweep_lines(stats, "cap_hours", "impact"), charts.tradeoff(stats, "impact", "wait_p90_s.all")):
+        spec = chart.to_dict()
+        assert spec["layer"] and len(json.dumps(spec)) < 100_000
+    with pytest.raises(ValueError, match="no metric"):
+        charts.sweep_lines(stats, "cap_hours", "nope")
+
+
+# ----- report and CLI ---------------------------------------------------------------------------
+def assert_offline(page: str) -> None:
+    assert "http://" not in page and "https://" not in page
+    assert "<svg" in page and "<script" not in page
+
+
+def test_the_report_is_offline_and_holds_charts_configs_and_version(serial):
+    page = build_report(serial[1])
+    assert_offline(page)
+    assert page.count("<svg") >= 4 and "policy=impactful cap_hours=8" in page
+    assert f"impactlab {il.__version__}" in page and "&quot;gpus&quot;: 16" in page
+
+
+def test_the_report_reads_simulate_and_compare_folders(tmp_path):
+    results = il.compare(BASE, ["legacy", "impactful"])
+    results[0].save(tmp_path / "one")
+    for r in results:
+        r.save(tmp_path / "both" / r.config.policy)
+    for folder in ("one", "both"):
+        page = build_report(tmp_path / folder)
+        assert_offline(page)
+        assert "impact" in page
+
+
+def test_cli_sweep_then_report(tmp_path, capsys):
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("grid:\n  cap_hours: [1, 8]\nseeds: 0-1\nbase: {gpus: 16}\n")
+    out, html = tmp_path / "sweep", tmp_path / "report.html"
+    args = ["sweep", str(grid), "--days", "1", "--grid", "policy=legacy,impactful", "--backend", "serial",
+            "--no-progress", "--out", str(out)]
+    assert cli.main(args) == 0
+    table = capsys.readouterr().out
+    assert "policy=impactful cap_hours=8" in table and "policy=legacy" in table
+    assert len(list(out.glob("runs/*.parquet"))) == 6
+    assert cli.main(["report", str(out), "-o", str(html)]) == 0
+    assert_offline(html.read_text())
+    assert cli.main(["sweep", "--grid", "cap_hour=1,4", "--backend", "serial"]) == 2
+    assert "did you mean cap_hours" in capsys.readouterr().err
+
+
+def test_a_given_dask_client_is_used_and_left_open(serial):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        frame = sweep(BASE, {"cap_hours": [1, 8]}, SEEDS, backend="dask", client=client, progress=False)
+        assert client.status == "running"
+    mine = serial[0].loc[serial[0]["policy"] == "impactful", list(frame.columns)]  # no other policy's knobs
+    pd.testing.assert_frame_equal(missing_as_none(frame), missing_as_none(mine))
