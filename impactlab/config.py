@@ -311,7 +311,7 @@ def _split(values: Mapping[str, Any], policy: str) -> tuple[dict, dict, dict, di
 
 
 def _unknown(key: str, names: list[str]) -> str:
-    close = difflib.get_close_matches(key, names, n=3)
+    close = difflib.get_close_matches(key, list(dict.fromkeys(names)), n=3)
     hint = f"; did you mean {', '.join(close)}?" if close else "; see impactlab.parameters()"
     return f"unknown parameter {key!r}{hint}"
 
