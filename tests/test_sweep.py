@@ -243,4 +243,5 @@ def test_a_given_dask_client_is_used_and_left_open(serial):
         frame = sweep(BASE, {"cap_hours": [1, 8]}, SEEDS, backend="dask", client=client, progress=False)
         assert client.status == "running"
     mine = serial[0].loc[serial[0]["policy"] == "impactful", list(frame.columns)]  # no other policy's knobs
-    pd.testing.assert_frame_equal(missing_as_none(frame), missing_as_none(mine))
+    # values, not dtypes: a knob column is int in a frame of one policy, float beside others
+    pd.testing.assert_frame_equal(missing_as_none(frame), missing_as_none(mine), check_dtype=False)
