@@ -307,9 +307,9 @@ class ImpactfulOracle(CountsStarts, Impactful):
 
     def reserved(self, sched: Scheduler) -> list[int]:
         """The interactive reserve: the highest-numbered ceil(share x nodes) nodes, leaving at
-        least one; none without the boost."""
+        least one; none without the boost or on a cluster of fewer than ``reserve_min_nodes``."""
         nodes = sched.cluster.nodes
-        if not self.boost_interactive:
+        if not self.boost_interactive or nodes < self.reserve_min_nodes:
             return []
         kept = min(math.ceil(round(self.interactive_reserve * nodes, 9)), nodes - 1)
         return list(range(nodes - kept, nodes))
@@ -318,20 +318,42 @@ class ImpactfulOracle(CountsStarts, Impactful):
         """A debug/interactive job while the boost is on."""
         return self.boost_interactive and sched.jobs[j].kind in BOOSTED_KINDS
 
+    def fits_off_reserve(self, sched: Scheduler, j: int) -> bool:
+        """Job ``j`` needs no more nodes than there are outside the reserve."""
+        per, gpus = sched.cluster.gpus_per_node, sched.jobs[j].gpus
+        return max(1, -(-gpus // per)) <= sched.cluster.nodes - len(self.reserved(sched))
+
+    def borrowing(self, sched: Scheduler, v: int) -> bool:
+        """Funded job ``v``, neither debug nor interactive, fits off the reserve yet runs (or
+        ran last) partly on it."""
+        return (sched.jobs[v].leaf != UNALLOCATED and not self.boosted(sched, v)
+                and self.fits_off_reserve(sched, v) and bool(set(sched.nodes[v]) & set(self.reserved(sched))))
+
+    def protection_s(self, job) -> float:
+        """The contract, except that an attempt borrowing the reserve is unprotected."""
+        if hasattr(self, "ctx") and self.borrowing(self.ctx.view, job.idx):
+            return 0.0
+        return super().protection_s(job)
+
     def usable(self, sched: Scheduler, j: int) -> list[int] | None:
-        """Nodes funded job ``j`` may run on: all (None) if boosted, else all but the reserve."""
+        """Nodes funded job ``j`` may clear by preemption: all (None) if boosted or too large
+        for the nodes off the reserve, else all but the reserve."""
         reserve = self.reserved(sched)
-        if self.boosted(sched, j) or not reserve:
+        if self.boosted(sched, j) or not reserve or not self.fits_off_reserve(sched, j):
             return None
         return [n for n in range(sched.cluster.nodes) if n not in reserve]
 
     def place_funded(self, sched: Scheduler, j: int) -> tuple[int, ...] | None:
-        """Best fit off the reserve; a boosted job, failing that, best fit anywhere."""
+        """Best fit off the reserve; failing that, best fit anywhere (borrowing the reserve)."""
         reserve = self.reserved(sched)
         if not reserve:
             return place(sched, j)
         off = [n for n in range(sched.cluster.nodes) if n not in reserve]
-        return place(sched, j, off) or (place(sched, j) if self.boosted(sched, j) else None)
+        return place(sched, j, off) or place(sched, j)
+
+    def lent(self, sched: Scheduler, j: int, v: int) -> bool:
+        """Victim ``v`` borrows the reserve and ``j`` is a debug/interactive job it yields to."""
+        return self.boosted(sched, j) and self.borrowing(sched, v)
 
     def make_room_for(self, sched: Scheduler, j: int) -> list[int] | None:
         """Victims for funded job ``j``, or None."""
@@ -350,24 +372,27 @@ class ImpactfulOracle(CountsStarts, Impactful):
         running = [v for v in sched.running if eligible(sched, v)
                    and (usable is None or any(n in usable for n in sched.nodes[v]))]
         unallocated = [v for v in running if jobs[v].leaf == UNALLOCATED]
-        funded = [v for v in running if jobs[v].leaf not in (UNALLOCATED, leaf) and jobs[v].held <= largest]
+        lenders = [v for v in running if jobs[v].leaf != UNALLOCATED and self.lent(sched, j, v)]
+        funded = [v for v in running if jobs[v].leaf not in (UNALLOCATED, leaf) and jobs[v].held <= largest
+                  and v not in lenders]
 
         def served_side(v: int) -> float:
             return fair.served(fair.split(leaf, jobs[v].leaf)[1])
 
         unallocated.sort(key=lambda v: -self.order.seq[v])
+        lenders.sort(key=lambda v: -self.order.seq[v])
         funded.sort(key=lambda v: (-served_side(v), -sched.started_at[v], -v))
-        return unallocated + funded
+        return unallocated + lenders + funded
 
     def no_ping_pong(self, sched: Scheduler, j: int) -> Accept:
         """After the swap, ``j``'s side must be no better served than the victim's side."""
         jobs, fair, job = sched.jobs, self.fair, sched.jobs[j]
 
         def accept(v: int, accepted: list[int]) -> bool:
-            if jobs[v].leaf == UNALLOCATED:
+            if jobs[v].leaf == UNALLOCATED or self.lent(sched, j, v):
                 return True
             mine, theirs = fair.split(job.leaf, jobs[v].leaf)
-            gone = [jobs[u] for u in [*accepted, v] if jobs[u].leaf != UNALLOCATED]
+            gone = [jobs[u] for u in [*accepted, v] if jobs[u].leaf != UNALLOCATED and not self.lent(sched, j, u)]
             mine_held = sum(u.held for u in gone if mine in fair.paths[u.leaf])
             theirs_held = sum(u.held for u in gone if theirs in fair.paths[u.leaf])
             return fair.served(mine, job.held - mine_held) <= fair.served(theirs, -theirs_held)
@@ -380,7 +405,7 @@ class ImpactfulOracle(CountsStarts, Impactful):
         jobs, fair, job = sched.jobs, self.fair, sched.jobs[j]
 
         def approve(victims: list[int]) -> bool:
-            gone = [jobs[v] for v in victims if jobs[v].leaf != UNALLOCATED]
+            gone = [jobs[v] for v in victims if jobs[v].leaf != UNALLOCATED and not self.lent(sched, j, v)]
             for victim in gone:
                 mine, theirs = fair.split(job.leaf, victim.leaf)
                 mine_held = sum(u.held for u in gone if mine in fair.paths[u.leaf])

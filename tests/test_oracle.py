@@ -43,6 +43,8 @@ VARIANTS: list[tuple[str, dict]] = [
     ("impactful", {"boost_interactive": False}),
     ("impactful", {"interactive_reserve": 0.0}),
     ("impactful", {"interactive_reserve": 0.4}),
+    ("impactful", {"interactive_reserve": 0.4, "reserve_min_nodes": 1}),
+    ("impactful", {"interactive_reserve": 0.2, "reserve_min_nodes": 1, "max_victim_ratio": INF}),
     ("impactful", {"max_victim_ratio": INF}),
     ("impactful", {"gangs_preempt_every_pass": True}),
     ("impactful", {"protect_unallocated": True}),
@@ -57,7 +59,8 @@ ORACLE_KNOBS = {
     "legacy": set(),
     "fairshare": {"half_life_days", "refresh_s"},
     "impactful": {"window_days", "cap_hours", "protect_unallocated", "half_life_days", "refresh_s",
-                  "boost_interactive", "max_victim_ratio", "gangs_preempt_every_pass", "interactive_reserve"},
+                  "boost_interactive", "max_victim_ratio", "gangs_preempt_every_pass", "interactive_reserve",
+                  "reserve_min_nodes"},
 }
 
 #: Synthetic workloads: (GPUs, GPUs per node, days, demand, seed).
@@ -184,7 +187,7 @@ def test_fast_pass_logs_exactly_what_the_reference_pass_logs_with_multi_node_gan
 #: Knob sets compared on the busy small-cluster traces: the default pass, a larger reserve,
 #: and the rules under which one lane's preemptions leave the most room for the lanes after it.
 BUSY_VARIANTS = [("legacy", {}), ("fairshare", {}), ("impactful", {}),
-                 ("impactful", {"interactive_reserve": 0.4}),
+                 ("impactful", {"interactive_reserve": 0.4, "reserve_min_nodes": 1}),
                  ("impactful", {"max_victim_ratio": INF, "gangs_preempt_every_pass": True, **NO_RESERVE})]
 #: Seeds 20, 48 and 95 caught a lane skipped as stuck after an earlier lane of the same pass
 #: had preempted or started a funded job (the other seeds did not).
