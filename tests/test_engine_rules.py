@@ -197,3 +197,23 @@ def test_a_job_larger_than_the_nodes_off_the_reserve_runs_on_it_with_its_contrac
     log = run_tiny(rows, policy="impactful", gpus=64, budgets=BudgetTree.flat({"p": 1}), horizon_s=6000).events
     assert _starts_and_preempts(log) == [(0.0, "start", "g", "0,1,2,3,4,5,6,7", ""),
                                          (5000.0, "start", "d", "0", "")]
+
+
+def test_fairshare_reserves_the_soonest_nodes_for_the_blocked_gang_and_backfills_only_short_jobs():
+    # 2 nodes. a (8 GPUs, ends at 1000) and b (4 GPUs, ends at 3000) run; the gang g (16 GPUs)
+    # is first in line and reserves both nodes from 3000, when b ends. long (4 GPUs, 5000 s)
+    # would hold node 1 past 3000: it waits. short (4 GPUs, 500 s) ends by then: it backfills.
+    def job(i, t, g, duration):
+        return {"job_id": i, "submit_s": t, "project": "p", "gpus": g, "duration_s": duration, "kind": "training"}
+
+    rows = [job("a", 0, 8, 1000), job("b", 0, 4, 3000), job("g", 10, 16, 100), job("long", 20, 4, 5000),
+            job("short", 30, 4, 500)]
+    tree = BudgetTree.flat({"p": 1})
+    log = run_tiny(rows, policy="fairshare", gpus=16, budgets=tree, horizon_s=9000).events
+    assert _starts_and_preempts(log) == [(0.0, "start", "a", "0", ""), (0.0, "start", "b", "1", ""),
+                                         (30.0, "start", "short", "1", ""), (3000.0, "start", "g", "0,1", ""),
+                                         (3100.0, "start", "long", "0", "")]
+    without = run_tiny(rows, policy="fairshare", gpus=16, budgets=tree, horizon_s=9000,
+                       policy_knobs={"backfill_reservation": False}).events
+    starts = without[without.event == "start"]
+    assert starts.set_index("job_id").t_s.to_dict() == {"a": 0.0, "b": 0.0, "long": 20.0, "short": 1000.0, "g": 5020.0}

@@ -33,6 +33,8 @@ Knobs = tuple[tuple[str, object], ...]
 #: Every registered policy with its defaults, plus knob variants that change behaviour.
 VARIANTS: list[tuple[str, Knobs]] = [(name, ()) for name in sorted(REGISTRY)] + [
     ("fifo", (("backfill", True),)),
+    ("fairshare", (("backfill_reservation", False),)),
+    ("impactful", (("backfill_reservation", True),)),
     ("impactful", (("boost_interactive", False),)),
     ("impactful", (("interactive_reserve", 0.4),)),
     ("impactful", (("interactive_reserve", 0.4), ("reserve_min_nodes", 1))),
@@ -277,6 +279,12 @@ class Run:
         kept = min(math.ceil(round(share * self.n_nodes, 9)), self.n_nodes - 1)
         return set(range(self.n_nodes - kept, self.n_nodes))
 
+    @property
+    def reserves(self) -> bool:
+        """Whether the run has backfill reservations (fairshare by default, impactful if asked)."""
+        defaults = {"fairshare": True, "impactful": Impactful.backfill_reservation}
+        return self.knobs.get("backfill_reservation", defaults.get(self.policy, False))
+
     def fits_off_reserve(self, jid: str) -> bool:
         """Job ``jid`` needs no more nodes than there are outside the reserve."""
         return nodes_needed(self.rows[jid].gpus, self.per) <= self.n_nodes - len(self.reserve)
@@ -395,13 +403,26 @@ def test_gpus_in_use_never_exceed_node_or_cluster_capacity(variant, case):
 
 @rule(max_examples=10)
 def test_every_start_is_a_best_fit_placement(variant, case):
+    """(With reservations, a job may be placed off the nodes reserved for a job that waits
+    and does not fit.)"""
     run = run_of(variant, case)
     free = [run.per] * run.n_nodes
+    pending: set[str] = set()
     for e in run.events:
         nodes = parse_nodes(e.nodes)
-        if e.event == "start":
+        if e.event in ("submit", "requeue"):
+            pending.add(e.job_id)
+        elif e.event == "withdraw":
+            pending.discard(e.job_id)
+        elif e.event == "start":
+            pending.discard(e.job_id)
             expected = run.place(free, e.job_id)
-            assert tuple(nodes) == expected, f"{e}: expected nodes {expected} with free GPUs {free}"
+            if run.reserves and tuple(nodes) != expected:
+                assert all(free[n] >= e.gpus // len(nodes) for n in nodes), f"{e}: no room on {nodes}"
+                if run.policy == "fairshare":  # (in impactful, victims may free the holder's room mid-pass)
+                    assert any(run.place(free, j) is None for j in pending), f"{e}: off best fit, no holder"
+            else:
+                assert tuple(nodes) == expected, f"{e}: expected nodes {expected} with free GPUs {free}"
             for n in nodes:
                 free[n] -= e.gpus // len(nodes)
         elif e.event in END_EVENTS:
@@ -646,6 +667,8 @@ def test_no_pending_job_fits_at_the_end_of_an_instant(variant, case):
     fifo = run.policy == "fifo"
     for t, free, pending, _ in run.instants():
         waiting = sorted(pending, key=lambda j: (run.rows[j].submit_s, j))
+        if run.reserves and (run.policy != "fairshare" or any(run.place(free, j) is None for j in waiting)):
+            continue  # a blocked job may hold a reservation that keeps the others waiting
         for jid in waiting[:1] if fifo else waiting:
             placed = run.place(free, jid)
             assert placed is None, (

@@ -56,6 +56,11 @@ class Impactful(FairShare):
     # a small cluster and a debug job that needs a whole node waits for hours.
     interactive_reserve: float = knob(0.03, float, "share of nodes (rounded up) held for debug "
                                       "and interactive work", lo=0, hi=0.99, step=0.01, ui=(0, 0.25))
+    backfill_reservation: bool = knob(False, bool, "the top-ranked blocked funded job reserves the "
+                                      "nodes that free soonest (as running jobs end or their "
+                                      "protection ends); other jobs start there only if they end or "
+                                      "become preemptible before its reserved start")
+    reserve_for_unallocated: ClassVar[bool] = False
     reserve_min_nodes: int = knob(8, int, "clusters of fewer nodes keep no interactive reserve",
                                   "nodes", lo=1, hi=1_000_000, step=1, ui=(1, 64))
 
@@ -77,7 +82,7 @@ class Impactful(FairShare):
         self.borrowers: dict[int, None] = {}  # running funded jobs borrowing the reserve, newest last
         self.place: Place | None = None
         if self.reserve:
-            self.place = lambda g: cluster.best_fit(g, self.reserve) or cluster.best_fit(g)
+            self.place = lambda g, avoid: cluster.best_fit(g, self.reserve | avoid) or cluster.best_fit(g, avoid)
 
     def reserved_nodes(self, nodes: int) -> int:
         """Size of the interactive reserve: ceil(share x nodes) with the boost on a cluster of at
@@ -91,6 +96,20 @@ class Impactful(FairShare):
         fits outside the reserve, and runs partly on it."""
         return (job.funded and job.n_nodes <= self.off_reserve and not self.reserve.isdisjoint(nodes)
                 and not (self.boost and job.kind in BOOSTED_KINDS))
+
+    def holds_for_s(self, sched: Scheduler, j: int) -> float:
+        """How long pending job ``j`` would keep its nodes from a reserved gang if started now:
+        until it ends or its contract ends, whichever is sooner."""
+        job = sched.jobs[j]
+        contract = min(job.min_runtime_s, self.cap_hours * 3600.0)
+        if not job.funded and not self.protect_unallocated:
+            contract = 0.0
+        return min(sched.work_left(j), contract)
+
+    def release_s(self, sched: Scheduler, j: int) -> float:
+        """When running job ``j`` gives its nodes to a reserved gang: when it ends or may be
+        preempted, whichever is sooner."""
+        return min(sched.expected_end(j), sched.started_at[j] + self.protection_s(sched.jobs[j]))
 
     def protection_s(self, job: Job) -> float:
         """The contract: min(declared minimum runtime, cap); none for unallocated by default."""
@@ -161,9 +180,10 @@ class Impactful(FairShare):
             self.fair.refresh(now)
             self.searches.refreshes += 1
             sched.wake_at(self.fair.next_refresh)  # gangs search then, even if nothing else happens
+        self.plan(sched)
         gangs_too = refresh or self.gangs_preempt_every_pass
         self.queues.run(self.fair, sched, partial(self.make_room, sched), (self.place, self.place), self.searches,
-                        NO_LIMIT if gangs_too else sched.cluster.gpus_per_node)
+                        NO_LIMIT if gangs_too else sched.cluster.gpus_per_node, self.hold)
         self.gate.done(sched)
 
     def make_room(self, sched: Scheduler, j: int) -> bool:
@@ -177,6 +197,8 @@ class Impactful(FairShare):
         if not self._hopeless(sched, job, boosted):
             # boosted jobs, and jobs that fit only with it, may clear the reserve; others not
             avoid = frozenset() if boosted or job.n_nodes > self.off_reserve else self.reserve
+            if self.hold is not None and self.hold.constrains(sched, j, False):
+                avoid = avoid | self.hold.nodes  # the nodes reserved for a gang stay out of reach
             victims = choose_victims(sched, j, self.candidates(sched, j, avoid), self._approves(sched, j), avoid)
         return self.searches.preempt(sched, j, victims)
 
@@ -220,7 +242,7 @@ class Impactful(FairShare):
         lender = self.boost and job.kind in BOOSTED_KINDS and self.borrowers
         if lender:  # borrowers of the reserve yield to debug/interactive work at once
             for v in reversed(self.borrowers):
-                if started[v] < now:
+                if started[v] < now and not (avoid and avoid.issuperset(nodes[v])):
                     yield v
         largest = self.max_victim_ratio * job.held
         funded = []
