@@ -396,8 +396,8 @@ class ImpactfulOracle(CountsStarts, Impactful):
         ordered = fair_lanes(sched.pending, sched, self.fair.order, self.boost_interactive)
         hold = self.plain_hold if self.backfill_reservation else None
         if hold is not None:
-            funded = [j for j in ordered if sched.jobs[j].leaf != UNALLOCATED]
-            hold.plan(sched, funded[0] if funded else -1, lambda v: self.release(sched, v))
+            gangs = [j for j in ordered if sched.jobs[j].leaf != UNALLOCATED and sched.jobs[j].gpus > sched.cluster.gpus_per_node]
+            hold.plan(sched, gangs[0] if gangs else -1, lambda v: self.release(sched, v))
         holds_s = partial(self.keeps_nodes_s, sched)
         for lane in lanes_of(ordered, sched, self.boost_interactive):
             funded = sched.jobs[lane[0]].leaf != UNALLOCATED

@@ -121,12 +121,13 @@ class FairQueues:
         """The lanes in pass order under the current ranking (stale lanes may be empty)."""
         return self._lanes if self._ranked is fair.order else self._resort(fair)
 
-    def top(self, fair: FairTree, funded_only: bool) -> int:
-        """The first pending job in pass order (-1: none), among funded jobs if asked."""
+    def top(self, fair: FairTree, funded_only: bool, above: int = 0) -> int:
+        """The first pending job in pass order (-1: none) of more than ``above`` GPUs, among
+        funded jobs if asked."""
         for (unfunded, _, _), queue in self.lanes(fair):
             if unfunded and funded_only:
                 return -1
-            found = queue.best_head(NO_LIMIT) if queue.live else None
+            found = queue.best_head(NO_LIMIT, above=above) if queue.live else None
             if found is not None:
                 return found[0][-1]
         return -1

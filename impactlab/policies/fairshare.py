@@ -31,6 +31,7 @@ class FairShare(BasePolicy):
                                       "that free soonest; other jobs start there only if they end "
                                       "before its reserved start")
     reserve_for_unallocated: ClassVar[bool] = True  # whether an unallocated job may hold the reservation
+    reserve_for_gangs_only: ClassVar[bool] = False  # whether only multi-node gangs may hold it
 
     def setup(self, ctx: Context) -> None:
         """Build the fair-share state and the queues."""
@@ -54,10 +55,13 @@ class FairShare(BasePolicy):
     def plan(self, sched: Scheduler) -> None:
         """Reserve nodes for the first pending job in pass order, if it does not fit."""
         if self.hold is not None:
-            self.hold.plan(sched, self.queues.top(self.fair, not self.reserve_for_unallocated))
+            above = sched.cluster.gpus_per_node if self.reserve_for_gangs_only else 0
+            self.hold.plan(sched, self.queues.top(self.fair, not self.reserve_for_unallocated, above))
 
     def _outranks_holder(self, j: int) -> bool:
         holder = self.hold.holder if self.hold is not None else -1
+        if self.reserve_for_gangs_only and self.ctx.jobs[j].n_nodes == 1:
+            return False
         return holder >= 0 and self.queues.position(j) < self.queues.position(holder)
 
     @property

@@ -56,11 +56,14 @@ class Impactful(FairShare):
     # a small cluster and a debug job that needs a whole node waits for hours.
     interactive_reserve: float = knob(0.03, float, "share of nodes (rounded up) held for debug "
                                       "and interactive work", lo=0, hi=0.99, step=0.01, ui=(0, 0.25))
-    backfill_reservation: bool = knob(False, bool, "the top-ranked blocked funded job reserves the "
+    backfill_reservation: bool = knob(False, bool, "the top-ranked blocked funded multi-node gang reserves the "
                                       "nodes that free soonest (as running jobs end or their "
                                       "protection ends); other jobs start there only if they end or "
                                       "become preemptible before its reserved start")
     reserve_for_unallocated: ClassVar[bool] = False
+    # Single-node jobs look for victims at every pass and rarely wait long; a reservation for
+    # them kept protected work off nodes for nothing (impact -0.01 at 256 GPUs).
+    reserve_for_gangs_only: ClassVar[bool] = True
     reserve_min_nodes: int = knob(8, int, "clusters of fewer nodes keep no interactive reserve",
                                   "nodes", lo=1, hi=1_000_000, step=1, ui=(1, 64))
 

@@ -76,14 +76,16 @@ class SizeQueues:
         if not left:
             self.sizes.remove(gpus)
 
-    def best_head(self, limit: int, skip: set[int] | frozenset[int] = frozenset()) -> tuple[Key, int] | None:
-        """The smallest key among the heads of sizes below ``limit`` and not in ``skip``."""
+    def best_head(self, limit: int, skip: set[int] | frozenset[int] = frozenset(),
+                  above: int = 0) -> tuple[Key, int] | None:
+        """The smallest key among the heads of sizes above ``above``, below ``limit`` and not in
+        ``skip``."""
         best: tuple[Key, int] | None = None
         live, heaps = self.live, self.heaps
         for gpus in self.sizes:
             if gpus >= limit:
                 break
-            if gpus in skip:
+            if gpus in skip or gpus <= above:
                 continue
             heap = heaps[gpus]
             while heap[0][-1] not in live:  # drop withdrawn entries; a live one is left
