@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from functools import partial
 
 from impactlab.cluster import best_fit_on
 from impactlab.policies import Context, Scheduler
@@ -22,6 +23,7 @@ from impactlab.policies.fairshare import FairShare
 from impactlab.policies.fifo import Fifo
 from impactlab.policies.impactful import Impactful
 from impactlab.policies.legacy import Legacy
+from impactlab.policies.queues import BACKFILL_DEPTH
 
 UNALLOCATED = -1
 BOOSTED_KINDS = ("debug", "interactive")
@@ -30,7 +32,7 @@ Accept = Callable[[int, list[int]], bool]  # (candidate, victims accepted so far
 
 
 # ----- placement and victims, from the rules -------------------------------------------------
-Place = Callable[[Scheduler, int], "tuple[int, ...] | None"]
+Place = Callable[[Scheduler, int, set[int]], "tuple[int, ...] | None"]  # (sched, job, nodes to avoid)
 
 
 def place(sched: Scheduler, j: int, among: list[int] | None = None) -> tuple[int, ...] | None:
@@ -114,26 +116,96 @@ def eligible(sched: Scheduler, v: int) -> bool:
 
 
 def scan_lane(lane: list[int], sched: Scheduler, make_room: Callable[[int], list[int] | None] | None,
-              placer: Place = place) -> None:
+              placer: Place | None = None, hold: PlainHold | None = None,
+              holds_s: Callable[[int], float] | None = None) -> None:
     """Try every job of one queue in order: start it if it fits, else (if allowed) preempt for
     it. After a preemption the scan starts again from the queue's first job, since the
-    victims may have freed more than the job took."""
+    victims may have freed more than the job took.
+
+    With a reservation (``hold``), a job that would keep the reserved nodes past the reserved
+    start (``holds_s(j)`` from now) is placed, and clears victims, off them. In a queue that
+    cannot preempt, once ``BACKFILL_DEPTH`` jobs were passed over that would have fitted but
+    for the reservation, the reserved nodes are closed to every job but the holder for the rest
+    of the scan."""
+    placer = placer or place_off
     remaining = list(lane)
-    i = 0
+    i, passed, closed = 0, 0, False
     while i < len(remaining):
         j = remaining[i]
-        nodes = placer(sched, j)
+        off = hold is not None and hold.keeps_off(sched, j, holds_s(j), closed)
+        kept_off = hold.nodes if off else set()
+
+        def placed(sched: Scheduler, j: int) -> tuple[int, ...] | None:
+            return placer(sched, j, kept_off)
+
+        nodes = placed(sched, j)
         if nodes is not None:
             sched.start(j, nodes)
             del remaining[i]
             continue
-        victims = make_room(j) if make_room is not None else None
+        victims = make_room(j, kept_off) if make_room is not None else None
         if victims is None:
+            if off and make_room is None and not closed and place(sched, j) is not None:
+                passed += 1
+                closed = passed >= BACKFILL_DEPTH
             i += 1
             continue
-        preempt_and_start(sched, j, victims, placer)
+        preempt_and_start(sched, j, victims, placed)
         del remaining[i]
         i = 0
+
+
+def place_off(sched: Scheduler, j: int, kept_off: set[int]) -> tuple[int, ...] | None:
+    """Best fit anywhere but on ``kept_off``."""
+    if not kept_off:
+        return place(sched, j)
+    return place(sched, j, [n for n in range(sched.cluster.nodes) if n not in kept_off])
+
+
+class PlainHold:
+    """The backfill reservation of the first pending job in pass order, from the written rule:
+    release the running jobs by (release time, index) on a copy of the free GPUs until that job
+    fits by best fit. Planned when the holder changes or a running job stopped before its
+    release time; it holds while its holder waits."""
+
+    def __init__(self) -> None:
+        self.key: tuple[int, int] | None = None
+        self.holder, self.start_s, self.nodes = -1, math.inf, set()
+        self.release_at: dict[int, float] = {}  # running job -> its release time, set at start
+        self.early = 0
+
+    def started(self, j: int, release_s: float) -> None:
+        """Running job ``j`` will release its nodes at ``release_s``."""
+        self.release_at[j] = release_s
+
+    def stopped(self, j: int, now: float) -> None:
+        """Job ``j`` stopped; count it if before its release time."""
+        if now < self.release_at.pop(j):
+            self.early += 1
+
+    def plan(self, sched: Scheduler, holder: int, release: Callable[[int], float]) -> None:
+        """Plan for ``holder`` (-1: nobody) unless planned for it in this epoch already."""
+        if (holder, self.early) == self.key:
+            return
+        self.key = (holder, self.early)
+        self.holder, self.start_s, self.nodes = -1, math.inf, set()
+        if holder < 0 or place(sched, holder) is not None:
+            return
+        free = list(sched.cluster.free)
+        for v in sorted(sched.running, key=lambda v: (release(v), v)):
+            for n in sched.nodes[v]:
+                free[n] += frees_per_node(sched, v)
+            nodes = best_fit_on(free, sched.jobs[holder].gpus, sched.cluster.gpus_per_node)
+            if nodes is not None:
+                self.holder, self.start_s, self.nodes = holder, release(v), set(nodes)
+                return
+
+    def keeps_off(self, sched: Scheduler, j: int, holds_s: float, closed: bool) -> bool:
+        """Job ``j`` must stay off the reserved nodes: the holder waits, ``j`` is another job,
+        and it would hold them past the reserved start (or they are ``closed``)."""
+        if self.holder < 0 or self.holder not in sched.pending or j == self.holder:
+            return False
+        return closed or sched.now + holds_s > max(self.start_s, sched.now)
 
 
 class StartOrder:
@@ -226,7 +298,7 @@ class LegacyOracle(CountsStarts, Legacy):
         """Scan every pending job in priority order; no head-of-line blocking."""
         jobs = sched.jobs
         lane = sorted(sched.pending, key=lambda j: (-jobs[j].priority, j))
-        scan_lane(lane, sched, lambda j: choose(sched, j, self.victim_candidates(sched, j), lambda v, c: True))
+        scan_lane(lane, sched, lambda j, _: choose(sched, j, self.victim_candidates(sched, j), lambda v, c: True))
 
     def victim_candidates(self, sched: Scheduler, j: int) -> list[int]:
         """Preemptible running jobs below ``j``'s priority: lowest priority, then the most
@@ -271,13 +343,37 @@ class FairShareOracle(FairShare):
     def dequeue(self, j: int, now: float) -> None:
         """No queue."""
 
+    def setup(self, ctx: Context) -> None:
+        """Set up the fast policy's state, then a plain reservation."""
+        super().setup(ctx)
+        self.plain_hold = PlainHold()
+
+    def on_start(self, j: int, now: float) -> None:
+        """Charge usage; note when the job will release its nodes."""
+        super().on_start(j, now)
+        self.plain_hold.started(j, self.release(self.ctx.view, j))
+
+    def on_stop(self, j: int, now: float) -> None:
+        """Stop charging; note an early stop."""
+        super().on_stop(j, now)
+        self.plain_hold.stopped(j, now)
+
     def schedule(self, now: float, sched: Scheduler) -> None:
-        """Scan every pending job once in lane order; never preempt."""
+        """Reserve for the first pending job if it does not fit; then scan every lane in order
+        (never preempting), keeping long jobs off the reserved nodes."""
         self.fair.refresh(now)
-        for j in fair_lanes(sched.pending, sched, self.fair.order, boost=False):
-            nodes = place(sched, j)
-            if nodes is not None:
-                sched.start(j, nodes)
+        ordered = fair_lanes(sched.pending, sched, self.fair.order, boost=False)
+        hold = self.plain_hold if self.backfill_reservation else None
+        if hold is not None:
+            hold.plan(sched, ordered[0] if ordered else -1, lambda v: self.release(sched, v))
+        for lane in lanes_of(ordered, sched, boost=False):
+            scan_lane(lane, sched, None, None, hold, sched.work_left)
+
+
+    @staticmethod
+    def release(sched: Scheduler, v: int) -> float:
+        """Running job ``v`` frees its nodes for a reserved job when it ends."""
+        return sched.expected_end(v)
 
 
 class ImpactfulOracle(CountsStarts, Impactful):
@@ -298,18 +394,50 @@ class ImpactfulOracle(CountsStarts, Impactful):
         if self.refresh_pass:
             sched.wake_at(self.fair.next_refresh)
         ordered = fair_lanes(sched.pending, sched, self.fair.order, self.boost_interactive)
+        hold = self.plain_hold if self.backfill_reservation else None
+        if hold is not None:
+            gangs = [j for j in ordered if sched.jobs[j].leaf != UNALLOCATED and sched.jobs[j].gpus > sched.cluster.gpus_per_node]
+            hold.plan(sched, gangs[0] if gangs else -1, lambda v: self.release(sched, v))
+        holds_s = partial(self.keeps_nodes_s, sched)
         for lane in lanes_of(ordered, sched, self.boost_interactive):
             funded = sched.jobs[lane[0]].leaf != UNALLOCATED
             if funded:
-                scan_lane(lane, sched, lambda j: self.make_room_for(sched, j), self.place_funded)
+                scan_lane(lane, sched, partial(self.make_room_for, sched), self.place_funded, hold, holds_s)
             else:
-                scan_lane(lane, sched, None)
+                scan_lane(lane, sched, None, None, hold, holds_s)
+
+    def setup(self, ctx: Context) -> None:
+        """Set up the fast policy's state, then a plain reservation."""
+        super().setup(ctx)
+        self.plain_hold = PlainHold()
+
+    def on_start(self, j: int, now: float) -> None:
+        """Charge usage; note when the job will release its nodes."""
+        super().on_start(j, now)
+        self.plain_hold.started(j, self.release(self.ctx.view, j))
+
+    def on_stop(self, j: int, now: float) -> None:
+        """Stop charging; note an early stop."""
+        super().on_stop(j, now)
+        self.plain_hold.stopped(j, now)
+
+    def release(self, sched: Scheduler, v: int) -> float:
+        """Running job ``v`` frees its nodes for a reserved gang when it ends or its
+        protection (of this attempt) ends, whichever is sooner."""
+        return min(sched.expected_end(v), sched.started_at[v] + self.protection_s(sched.jobs[v]))
+
+    def keeps_nodes_s(self, sched: Scheduler, j: int) -> float:
+        """Pending job ``j`` started now would keep its nodes this long: until it ends or its
+        contract (none for unallocated work unless protected) ends."""
+        job = sched.jobs[j]
+        unprotected = job.leaf == UNALLOCATED and not self.protect_unallocated
+        return min(sched.work_left(j), 0.0 if unprotected else min(job.min_runtime_s, self.cap_hours * 3600.0))
 
     def reserved(self, sched: Scheduler) -> list[int]:
         """The interactive reserve: the highest-numbered ceil(share x nodes) nodes, leaving at
-        least one; none without the boost."""
+        least one; none without the boost or on a cluster of fewer than ``reserve_min_nodes``."""
         nodes = sched.cluster.nodes
-        if not self.boost_interactive:
+        if not self.boost_interactive or nodes < self.reserve_min_nodes:
             return []
         kept = min(math.ceil(round(self.interactive_reserve * nodes, 9)), nodes - 1)
         return list(range(nodes - kept, nodes))
@@ -318,27 +446,52 @@ class ImpactfulOracle(CountsStarts, Impactful):
         """A debug/interactive job while the boost is on."""
         return self.boost_interactive and sched.jobs[j].kind in BOOSTED_KINDS
 
+    def fits_off_reserve(self, sched: Scheduler, j: int) -> bool:
+        """Job ``j`` needs no more nodes than there are outside the reserve."""
+        per, gpus = sched.cluster.gpus_per_node, sched.jobs[j].gpus
+        return max(1, -(-gpus // per)) <= sched.cluster.nodes - len(self.reserved(sched))
+
+    def borrowing(self, sched: Scheduler, v: int) -> bool:
+        """Funded job ``v``, neither debug nor interactive, fits off the reserve yet runs (or
+        ran last) partly on it."""
+        return (sched.jobs[v].leaf != UNALLOCATED and not self.boosted(sched, v)
+                and self.fits_off_reserve(sched, v) and bool(set(sched.nodes[v]) & set(self.reserved(sched))))
+
+    def protection_s(self, job) -> float:
+        """The contract, except that an attempt borrowing the reserve is unprotected."""
+        if hasattr(self, "ctx") and self.borrowing(self.ctx.view, job.idx):
+            return 0.0
+        return super().protection_s(job)
+
     def usable(self, sched: Scheduler, j: int) -> list[int] | None:
-        """Nodes funded job ``j`` may run on: all (None) if boosted, else all but the reserve."""
-        reserve = self.reserved(sched)
-        if self.boosted(sched, j) or not reserve:
-            return None
-        return [n for n in range(sched.cluster.nodes) if n not in reserve]
+        """Nodes funded job ``j`` may clear by preemption: all (None) if boosted or too large
+        for the nodes off the reserve, else all but the reserve; never the nodes it is kept
+        off by a reservation (``self.kept_off``, set by ``make_room_for``)."""
+        reserve = set(self.reserved(sched))
+        if self.boosted(sched, j) or not self.fits_off_reserve(sched, j):
+            reserve = set()
+        avoid = reserve | self.kept_off
+        return [n for n in range(sched.cluster.nodes) if n not in avoid] if avoid else None
 
-    def place_funded(self, sched: Scheduler, j: int) -> tuple[int, ...] | None:
-        """Best fit off the reserve; a boosted job, failing that, best fit anywhere."""
-        reserve = self.reserved(sched)
-        if not reserve:
-            return place(sched, j)
-        off = [n for n in range(sched.cluster.nodes) if n not in reserve]
-        return place(sched, j, off) or (place(sched, j) if self.boosted(sched, j) else None)
+    def place_funded(self, sched: Scheduler, j: int, kept_off: set[int]) -> tuple[int, ...] | None:
+        """Best fit off the reserve; failing that, best fit anywhere (borrowing the reserve);
+        never on ``kept_off``."""
+        reserve = set(self.reserved(sched))
+        off = [n for n in range(sched.cluster.nodes) if n not in reserve | kept_off]
+        return place(sched, j, off) or place_off(sched, j, kept_off)
 
-    def make_room_for(self, sched: Scheduler, j: int) -> list[int] | None:
-        """Victims for funded job ``j``, or None."""
+    def lent(self, sched: Scheduler, j: int, v: int) -> bool:
+        """Victim ``v`` borrows the reserve and ``j`` is a debug/interactive job it yields to."""
+        return self.boosted(sched, j) and self.borrowing(sched, v)
+
+    def make_room_for(self, sched: Scheduler, j: int, kept_off: set[int]) -> list[int] | None:
+        """Victims for funded job ``j`` (freeing room only on nodes it may use), or None."""
         if sched.jobs[j].n_nodes > 1 and not (self.refresh_pass or self.gangs_preempt_every_pass):
             return None
+        self.kept_off = kept_off
+        usable = self.usable(sched, j)
         return choose(sched, j, self.victim_candidates(sched, j), self.no_ping_pong(sched, j),
-                      self.no_ping_pong_after_trim(sched, j), self.usable(sched, j))
+                      self.no_ping_pong_after_trim(sched, j), usable)
 
     def victim_candidates(self, sched: Scheduler, j: int) -> list[int]:
         """Unallocated, most recently started first; then funded jobs of other leaves holding at
@@ -350,24 +503,27 @@ class ImpactfulOracle(CountsStarts, Impactful):
         running = [v for v in sched.running if eligible(sched, v)
                    and (usable is None or any(n in usable for n in sched.nodes[v]))]
         unallocated = [v for v in running if jobs[v].leaf == UNALLOCATED]
-        funded = [v for v in running if jobs[v].leaf not in (UNALLOCATED, leaf) and jobs[v].held <= largest]
+        lenders = [v for v in running if jobs[v].leaf != UNALLOCATED and self.lent(sched, j, v)]
+        funded = [v for v in running if jobs[v].leaf not in (UNALLOCATED, leaf) and jobs[v].held <= largest
+                  and v not in lenders]
 
         def served_side(v: int) -> float:
             return fair.served(fair.split(leaf, jobs[v].leaf)[1])
 
         unallocated.sort(key=lambda v: -self.order.seq[v])
+        lenders.sort(key=lambda v: -self.order.seq[v])
         funded.sort(key=lambda v: (-served_side(v), -sched.started_at[v], -v))
-        return unallocated + funded
+        return unallocated + lenders + funded
 
     def no_ping_pong(self, sched: Scheduler, j: int) -> Accept:
         """After the swap, ``j``'s side must be no better served than the victim's side."""
         jobs, fair, job = sched.jobs, self.fair, sched.jobs[j]
 
         def accept(v: int, accepted: list[int]) -> bool:
-            if jobs[v].leaf == UNALLOCATED:
+            if jobs[v].leaf == UNALLOCATED or self.lent(sched, j, v):
                 return True
             mine, theirs = fair.split(job.leaf, jobs[v].leaf)
-            gone = [jobs[u] for u in [*accepted, v] if jobs[u].leaf != UNALLOCATED]
+            gone = [jobs[u] for u in [*accepted, v] if jobs[u].leaf != UNALLOCATED and not self.lent(sched, j, u)]
             mine_held = sum(u.held for u in gone if mine in fair.paths[u.leaf])
             theirs_held = sum(u.held for u in gone if theirs in fair.paths[u.leaf])
             return fair.served(mine, job.held - mine_held) <= fair.served(theirs, -theirs_held)
@@ -380,7 +536,7 @@ class ImpactfulOracle(CountsStarts, Impactful):
         jobs, fair, job = sched.jobs, self.fair, sched.jobs[j]
 
         def approve(victims: list[int]) -> bool:
-            gone = [jobs[v] for v in victims if jobs[v].leaf != UNALLOCATED]
+            gone = [jobs[v] for v in victims if jobs[v].leaf != UNALLOCATED and not self.lent(sched, j, v)]
             for victim in gone:
                 mine, theirs = fair.split(job.leaf, victim.leaf)
                 mine_held = sum(u.held for u in gone if mine in fair.paths[u.leaf])

@@ -171,21 +171,60 @@ def test_timers_due_at_one_instant_fire_in_the_order_they_were_set(b_submit):
         assert at_100 == [["finish", "a"], ["withdraw", "b"], ["submit", "c"], ["start", "c"]]
 
 
-def test_the_interactive_reserve_holds_a_node_for_debug_work_and_lends_it_to_unallocated():
-    # 2 nodes; node 1 is the reserve. t2 waits although node 1 is free; unallocated u backfills
-    # it and yields to the debug job d at once; t (protected, off the reserve) is untouched.
-    def job(i, t, p, g, kind, duration=5000.0):
-        return {"job_id": i, "submit_s": t, "project": p, "gpus": g, "duration_s": duration, "kind": kind,
-                "min_runtime_s": 28800, "checkpoint_s": 0}
+def _reserve_job(i, t, p, g, kind, duration=5000.0):
+    return {"job_id": i, "submit_s": t, "project": p, "gpus": g, "duration_s": duration, "kind": kind,
+            "min_runtime_s": 28800, "checkpoint_s": 0}
 
-    rows = [job("t", 0, "p", 8, "training"), job("t2", 5, "p", 8, "training"),
-            job("u", 6, "", 8, "other"), job("d", 20, "p", 8, "debug", duration=100.0)]
+
+def _starts_and_preempts(log):
+    cols = ["t_s", "event", "job_id", "nodes", "detail"]
+    return [tuple(r) for r in log[log.event.isin(["start", "preempt"])][cols].itertuples(index=False)]
+
+
+def test_funded_work_borrows_the_idle_reserve_unprotected_and_yields_it_to_debug_work_at_once():
+    # 2 nodes; node 1 is the reserve (reserve_min_nodes=1). t takes node 0; t2 finds no room off
+    # the reserve and borrows node 1, unprotected although it asks for 8 h; unallocated u finds
+    # no room. Debug d preempts the borrower at once (before any unallocated work, there is
+    # none running); t2 comes back to node 1 when d ends, ahead of u (funded first).
+    rows = [_reserve_job("t", 0, "p", 8, "training"), _reserve_job("t2", 5, "p", 8, "training"),
+            _reserve_job("u", 6, "", 8, "other"), _reserve_job("d", 20, "p", 8, "debug", duration=100.0)]
     tree = BudgetTree.flat({"p": 1})
-    log = run_tiny(rows, policy="impactful", gpus=16, budgets=tree, horizon_s=1000).events
-    seen = [tuple(r) for r in log[log.event.isin(["start", "preempt"])][["t_s", "event", "job_id", "nodes", "detail"]]
-            .itertuples(index=False)]
-    assert seen == [(0.0, "start", "t", "0", ""), (6.0, "start", "u", "1", ""),
-                    (20.0, "preempt", "u", "1", "by=d"), (20.0, "start", "d", "1", ""),
-                    (120.0, "start", "u", "1", "")]
-    without = run_tiny(rows, policy="impactful", gpus=16, budgets=tree, horizon_s=1000, policy_knobs=NO_RESERVE).events
-    assert without[without.event == "start"].job_id.tolist()[:2] == ["t", "t2"]  # t2 takes node 1 at once
+    knobs = {"reserve_min_nodes": 1}
+    log = run_tiny(rows, policy="impactful", gpus=16, budgets=tree, horizon_s=1000, policy_knobs=knobs).events
+    assert _starts_and_preempts(log) == [(0.0, "start", "t", "0", ""), (5.0, "start", "t2", "1", ""),
+                                         (20.0, "preempt", "t2", "1", "by=d"), (20.0, "start", "d", "1", ""),
+                                         (120.0, "start", "t2", "1", "")]
+    # Below reserve_min_nodes (8 by default) a 2-node cluster keeps no reserve: t2 is protected
+    # on node 1 and the debug job waits for a node to end.
+    small = run_tiny(rows, policy="impactful", gpus=16, budgets=tree, horizon_s=6000).events
+    assert _starts_and_preempts(small)[:3] == [(0.0, "start", "t", "0", ""), (5.0, "start", "t2", "1", ""),
+                                               (5000.0, "start", "d", "0", "")]
+
+
+def test_a_job_larger_than_the_nodes_off_the_reserve_runs_on_it_with_its_contract():
+    # 8 nodes, node 7 is the reserve. The 64-GPU gang g needs all 8 nodes: it starts at once,
+    # protected, and the debug job d waits for it rather than preempting it.
+    rows = [_reserve_job("g", 0, "p", 64, "training"), _reserve_job("d", 10, "p", 8, "debug", duration=100.0)]
+    log = run_tiny(rows, policy="impactful", gpus=64, budgets=BudgetTree.flat({"p": 1}), horizon_s=6000).events
+    assert _starts_and_preempts(log) == [(0.0, "start", "g", "0,1,2,3,4,5,6,7", ""),
+                                         (5000.0, "start", "d", "0", "")]
+
+
+def test_fairshare_reserves_the_soonest_nodes_for_the_blocked_gang_and_backfills_only_short_jobs():
+    # 2 nodes. a (8 GPUs, ends at 1000) and b (4 GPUs, ends at 3000) run; the gang g (16 GPUs)
+    # is first in line and reserves both nodes from 3000, when b ends. long (4 GPUs, 5000 s)
+    # would hold node 1 past 3000: it waits. short (4 GPUs, 500 s) ends by then: it backfills.
+    def job(i, t, g, duration):
+        return {"job_id": i, "submit_s": t, "project": "p", "gpus": g, "duration_s": duration, "kind": "training"}
+
+    rows = [job("a", 0, 8, 1000), job("b", 0, 4, 3000), job("g", 10, 16, 100), job("long", 20, 4, 5000),
+            job("short", 30, 4, 500)]
+    tree = BudgetTree.flat({"p": 1})
+    log = run_tiny(rows, policy="fairshare", gpus=16, budgets=tree, horizon_s=9000).events
+    assert _starts_and_preempts(log) == [(0.0, "start", "a", "0", ""), (0.0, "start", "b", "1", ""),
+                                         (30.0, "start", "short", "1", ""), (3000.0, "start", "g", "0,1", ""),
+                                         (3100.0, "start", "long", "0", "")]
+    without = run_tiny(rows, policy="fairshare", gpus=16, budgets=tree, horizon_s=9000,
+                       policy_knobs={"backfill_reservation": False}).events
+    starts = without[without.event == "start"]
+    assert starts.set_index("job_id").t_s.to_dict() == {"a": 0.0, "b": 0.0, "long": 20.0, "short": 1000.0, "g": 5020.0}

@@ -33,8 +33,11 @@ Knobs = tuple[tuple[str, object], ...]
 #: Every registered policy with its defaults, plus knob variants that change behaviour.
 VARIANTS: list[tuple[str, Knobs]] = [(name, ()) for name in sorted(REGISTRY)] + [
     ("fifo", (("backfill", True),)),
+    ("fairshare", (("backfill_reservation", False),)),
+    ("impactful", (("backfill_reservation", True),)),
     ("impactful", (("boost_interactive", False),)),
     ("impactful", (("interactive_reserve", 0.4),)),
+    ("impactful", (("interactive_reserve", 0.4), ("reserve_min_nodes", 1))),
     ("impactful", (("max_victim_ratio", math.inf),)),
     ("impactful", (("protect_unallocated", True),)),
     ("impactful", (("cap_hours", 0.5), ("refresh_s", 60.0))),
@@ -258,27 +261,56 @@ class Run:
             for j in jobs_from_trace(self.result.trace, tree, self.per)
         }
 
+    def contract_of(self, start) -> float:
+        """Protection of the attempt begun by ``start``: the job's contract, none if it borrows
+        the reserve."""
+        return 0.0 if self.policy == "impactful" and self.borrows(start) else self.contract_s[start.job_id]
+
     @cached_property
     def reserve(self) -> set[int]:
-        """impactful's interactive reserve (with the boost): the highest-numbered
-        ceil(share x nodes) nodes, leaving at least one; no other policy has one."""
-        if self.policy != "impactful" or not self.knobs.get("boost_interactive", True):
+        """impactful's interactive reserve (with the boost, on at least ``reserve_min_nodes``
+        nodes): the highest-numbered ceil(share x nodes) nodes, leaving at least one; no other
+        policy has one."""
+        min_nodes = self.knobs.get("reserve_min_nodes", Impactful.reserve_min_nodes)
+        if (self.policy != "impactful" or not self.knobs.get("boost_interactive", True)
+                or self.n_nodes < min_nodes):
             return set()
         share = self.knobs.get("interactive_reserve", Impactful.interactive_reserve)
         kept = min(math.ceil(round(share * self.n_nodes, 9)), self.n_nodes - 1)
         return set(range(self.n_nodes - kept, self.n_nodes))
 
+    @property
+    def reserves(self) -> bool:
+        """Whether the run has backfill reservations (fairshare by default, impactful if asked)."""
+        defaults = {"fairshare": True, "impactful": Impactful.backfill_reservation}
+        return self.knobs.get("backfill_reservation", defaults.get(self.policy, False))
+
+    def fits_off_reserve(self, jid: str) -> bool:
+        """Job ``jid`` needs no more nodes than there are outside the reserve."""
+        return nodes_needed(self.rows[jid].gpus, self.per) <= self.n_nodes - len(self.reserve)
+
+    def borrows(self, start) -> bool:
+        """The attempt begun by ``start`` borrows the reserve: a funded job, neither debug nor
+        interactive, that fits off the reserve, started partly on it."""
+        jid = start.job_id
+        return (self.funded[jid] and self.rows[jid].kind not in ("debug", "interactive")
+                and self.fits_off_reserve(jid) and bool(set(parse_nodes(start.nodes)) & self.reserve))
+
     def place(self, free: list[int], jid: str) -> tuple[int, ...] | None:
         """Where the rules put job ``jid`` now: best fit (docs/model.md section 1); with a reserve,
-        funded jobs go off the reserve, and only boosted ones, failing that, anywhere."""
+        funded jobs go off the reserve and, failing that, anywhere."""
         gpus, reserve = self.rows[jid].gpus, self.reserve
         if not reserve or not self.funded[jid]:
             return best_fit(free, gpus, self.per)
         off_reserve = [-1 if n in reserve else f for n, f in enumerate(free)]
-        placed = best_fit(off_reserve, gpus, self.per)
-        if placed is None and self.rows[jid].kind in ("debug", "interactive"):
-            placed = best_fit(free, gpus, self.per)
-        return placed
+        return best_fit(off_reserve, gpus, self.per) or best_fit(free, gpus, self.per)
+
+    def lent(self, preempt, by: str) -> bool:
+        """The attempt ended by ``preempt`` borrowed the reserve and ``by`` is a
+        debug/interactive job, to which borrowers yield at once."""
+        evs = self.by_job[preempt.job_id]
+        start = next(e for e in reversed(evs[: evs.index(preempt)]) if e.event == "start")
+        return self.rows[by].kind in ("debug", "interactive") and self.borrows(start)
 
     def preemptions(self) -> list[tuple]:
         """(preempt event, victim row, beneficiary row) for every preemption."""
@@ -371,13 +403,26 @@ def test_gpus_in_use_never_exceed_node_or_cluster_capacity(variant, case):
 
 @rule(max_examples=10)
 def test_every_start_is_a_best_fit_placement(variant, case):
+    """(With reservations, a job may be placed off the nodes reserved for a job that waits
+    and does not fit.)"""
     run = run_of(variant, case)
     free = [run.per] * run.n_nodes
+    pending: set[str] = set()
     for e in run.events:
         nodes = parse_nodes(e.nodes)
-        if e.event == "start":
+        if e.event in ("submit", "requeue"):
+            pending.add(e.job_id)
+        elif e.event == "withdraw":
+            pending.discard(e.job_id)
+        elif e.event == "start":
+            pending.discard(e.job_id)
             expected = run.place(free, e.job_id)
-            assert tuple(nodes) == expected, f"{e}: expected nodes {expected} with free GPUs {free}"
+            if run.reserves and tuple(nodes) != expected:
+                assert all(free[n] >= e.gpus // len(nodes) for n in nodes), f"{e}: no room on {nodes}"
+                if run.policy == "fairshare":  # (in impactful, victims may free the holder's room mid-pass)
+                    assert any(run.place(free, j) is None for j in pending), f"{e}: off best fit, no holder"
+            else:
+                assert tuple(nodes) == expected, f"{e}: expected nodes {expected} with free GPUs {free}"
             for n in nodes:
                 free[n] -= e.gpus // len(nodes)
         elif e.event in END_EVENTS:
@@ -386,11 +431,30 @@ def test_every_start_is_a_best_fit_placement(variant, case):
 
 
 @rule(max_examples=10, policies=("impactful",))
-def test_funded_work_kept_off_the_reserve_preempts_only_off_the_reserve(variant, case):
+def test_funded_work_that_fits_off_the_reserve_preempts_only_off_the_reserve(variant, case):
     run = run_of(variant, case)
     for e, _, by in run.preemptions():
-        if run.reserve and run.funded[by.job_id] and by.kind not in ("debug", "interactive"):
+        if (run.reserve and run.funded[by.job_id] and by.kind not in ("debug", "interactive")
+                and run.fits_off_reserve(by.job_id)):
             assert set(parse_nodes(e.nodes)) - run.reserve, f"{e}: frees only reserved nodes for {by.job_id}"
+
+
+@rule(max_examples=10, policies=("impactful",))
+def test_the_reserve_is_borrowed_only_when_nothing_fits_off_it_and_borrowers_are_unprotected(variant, case):
+    run = run_of(variant, case)
+    free = [run.per] * run.n_nodes
+    for e in run.events:
+        nodes = parse_nodes(e.nodes)
+        if e.event == "start":
+            if run.borrows(e):
+                off = [-1 if n in run.reserve else f for n, f in enumerate(free)]
+                assert best_fit(off, run.rows[e.job_id].gpus, run.per) is None, f"{e} borrowed needlessly"
+                assert run.contract_of(e) == 0.0
+            for n in nodes:
+                free[n] -= e.gpus // len(nodes)
+        elif e.event in END_EVENTS:
+            for n in nodes:
+                free[n] += e.gpus // len(nodes)
 
 
 # ----- lifecycle -------------------------------------------------------------------------------
@@ -528,10 +592,10 @@ def test_protected_jobs_are_never_preempted(variant, case):
             if a.end is None or a.end.event != "preempt":
                 continue
             slack = TOL * max(1.0, a.end.t_s)
-            assert a.length_s >= run.contract_s[jid] - slack, (
+            assert a.length_s >= run.contract_of(a.start) - slack, (
                 f"{jid} preempted inside its contract: {a}"
             )
-            if policy == "impactful" and (
+            if policy == "impactful" and not run.borrows(a.start) and (
                 run.funded[jid] or knobs.get("protect_unallocated", False)
             ):
                 assert a.length_s >= min(row.min_runtime_s, cap_s) - slack, (
@@ -552,7 +616,8 @@ def test_unallocated_job_never_preempts_anyone(variant, case):
 def test_impactful_never_preempts_within_the_same_project(variant, case):
     run = run_of(variant, case)
     for e, victim, by in run.preemptions():
-        assert not (run.funded[victim.job_id] and victim.project == by.project), f"{e}"
+        if not run.lent(e, by.job_id):  # a borrower yields to debug work of any project
+            assert not (run.funded[victim.job_id] and victim.project == by.project), f"{e}"
 
 
 @rule(max_examples=12, policies=("impactful",))
@@ -560,7 +625,7 @@ def test_impactful_never_breaks_up_a_funded_job_larger_than_the_ratio_allows(var
     run = run_of(variant, case)
     ratio = run.knobs.get("max_victim_ratio", 1.0)
     for e, victim, by in run.preemptions():
-        if run.funded[victim.job_id]:
+        if run.funded[victim.job_id] and not run.lent(e, by.job_id):
             held = held_gpus(by.gpus, run.per)
             assert e.gpus <= ratio * held, (
                 f"{by.job_id} ({held} GPUs) broke up {victim.job_id}: {e}"
@@ -602,11 +667,24 @@ def test_no_pending_job_fits_at_the_end_of_an_instant(variant, case):
     fifo = run.policy == "fifo"
     for t, free, pending, _ in run.instants():
         waiting = sorted(pending, key=lambda j: (run.rows[j].submit_s, j))
+        if run.reserves and (run.policy != "fairshare" or any(run.place(free, j) is None for j in waiting)):
+            continue  # a blocked job may hold a reservation that keeps the others waiting
         for jid in waiting[:1] if fifo else waiting:
             placed = run.place(free, jid)
             assert placed is None, (
                 f"t={t}: {jid} ({run.rows[jid].gpus} GPUs) waits but fits on {placed}"
             )
+
+
+@rule(max_examples=25)
+def test_no_job_that_fits_the_cluster_waits_on_an_idle_cluster(variant, case):
+    """Whatever the reserve, reservations or ordering, a cluster with nothing running and a job
+    waiting that fits the cluster (every valid job does) is never left like that."""
+    run = run_of(variant, case)
+    for t, free, pending, _ in run.instants():
+        if pending and all(f == run.per for f in free):
+            fits = [j for j in pending if run.rows[j].gpus <= run.capacity]
+            assert not fits, f"t={t}: the cluster is idle and {sorted(fits)} wait"
 
 
 @rule(max_examples=30, policies=("fifo",), knobs=False)

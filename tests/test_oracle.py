@@ -39,11 +39,17 @@ VARIANTS: list[tuple[str, dict]] = [
     ("legacy", {}),
     ("fairshare", {}),
     ("fairshare", {"half_life_days": 0.5, "refresh_s": 60.0}),
+    ("fairshare", {"backfill_reservation": False}),
     ("impactful", {}),
     ("impactful", {"boost_interactive": False}),
     ("impactful", {"interactive_reserve": 0.0}),
     ("impactful", {"interactive_reserve": 0.4}),
+    ("impactful", {"interactive_reserve": 0.4, "reserve_min_nodes": 1}),
+    ("impactful", {"interactive_reserve": 0.2, "reserve_min_nodes": 1, "max_victim_ratio": INF}),
     ("impactful", {"max_victim_ratio": INF}),
+    ("impactful", {"backfill_reservation": True}),
+    ("impactful", {"backfill_reservation": True, "interactive_reserve": 0.2, "reserve_min_nodes": 1}),
+    ("impactful", {"backfill_reservation": True, "protect_unallocated": True, "gangs_preempt_every_pass": True}),
     ("impactful", {"gangs_preempt_every_pass": True}),
     ("impactful", {"protect_unallocated": True}),
     ("impactful", {"cap_hours": 0.5}),
@@ -55,9 +61,10 @@ VARIANT_IDS = [name + "".join(f"-{k}={v}" for k, v in knobs.items()) for name, k
 ORACLE_KNOBS = {
     "fifo": {"backfill", "backfill_depth"},
     "legacy": set(),
-    "fairshare": {"half_life_days", "refresh_s"},
+    "fairshare": {"half_life_days", "refresh_s", "backfill_reservation"},
     "impactful": {"window_days", "cap_hours", "protect_unallocated", "half_life_days", "refresh_s",
-                  "boost_interactive", "max_victim_ratio", "gangs_preempt_every_pass", "interactive_reserve"},
+                  "boost_interactive", "max_victim_ratio", "gangs_preempt_every_pass", "interactive_reserve",
+                  "reserve_min_nodes", "backfill_reservation"},
 }
 
 #: Synthetic workloads: (GPUs, GPUs per node, days, demand, seed).
@@ -184,7 +191,9 @@ def test_fast_pass_logs_exactly_what_the_reference_pass_logs_with_multi_node_gan
 #: Knob sets compared on the busy small-cluster traces: the default pass, a larger reserve,
 #: and the rules under which one lane's preemptions leave the most room for the lanes after it.
 BUSY_VARIANTS = [("legacy", {}), ("fairshare", {}), ("impactful", {}),
-                 ("impactful", {"interactive_reserve": 0.4}),
+                 ("impactful", {"interactive_reserve": 0.4, "reserve_min_nodes": 1}),
+                 ("impactful", {"backfill_reservation": True, "reserve_min_nodes": 1}),
+                 ("fairshare", {"backfill_reservation": False}),
                  ("impactful", {"max_victim_ratio": INF, "gangs_preempt_every_pass": True, **NO_RESERVE})]
 #: Seeds 20, 48 and 95 caught a lane skipped as stuck after an earlier lane of the same pass
 #: had preempted or started a funded job (the other seeds did not).
@@ -238,6 +247,9 @@ def test_gang_traces_exercise_multi_node_preemption_and_backfill():
         assert preemptors.isin(gangs).sum() >= 5, f"{name}: too few multi-node gangs preempt"
     backfilled = log("fifo", {"backfill": True}, 0)
     assert not log("fifo", {}, 0).equals(backfilled), "backfill never started a job early"
+    for name, on, off in [("fairshare", {}, {"backfill_reservation": False}),
+                          ("impactful", {"backfill_reservation": True}, {})]:
+        assert not log(name, on, 0).equals(log(name, off, 0)), f"{name}: the reservation changed nothing"
 
 
 # ----- hand-written rules --------------------------------------------------------------------
@@ -373,6 +385,13 @@ class BackfillWithoutReservation(FifoOracle):
         return INF, set()
 
 
+class ReservationIgnoresRunEnds(oracle.PlainHold):
+    """Wrong on purpose: every job but the holder is kept off the reserved nodes."""
+
+    def keeps_off(self, sched, j, holds_s, closed):
+        return super().keeps_off(sched, j, 0.0, True)
+
+
 def keep_every_victim_on_the_target(sched, accepted, target, need):
     """Wrong on purpose: no reverse pass drops the victims a gang can do without."""
     return [v for v in accepted if any(n in target for n in sched.nodes[v])]
@@ -383,7 +402,10 @@ def keep_every_victim_on_the_target(sched, accepted, target, need):
     ("impactful", {}, NoPingPongCheck, None),
     ("impactful", {"max_victim_ratio": INF}, ImpactfulOracle, ("trim", keep_every_victim_on_the_target)),
     ("fifo", {"backfill": True}, BackfillWithoutReservation, None),
-], ids=["legacy-victim-order", "impactful-ping-pong", "impactful-reverse-pass", "fifo-reservation"])
+    ("fairshare", {}, oracle.FairShareOracle, ("PlainHold", ReservationIgnoresRunEnds)),
+    ("impactful", {"backfill_reservation": True}, ImpactfulOracle, ("PlainHold", ReservationIgnoresRunEnds)),
+], ids=["legacy-victim-order", "impactful-ping-pong", "impactful-reverse-pass", "fifo-reservation",
+        "fairshare-reservation", "impactful-reservation"])
 def test_a_wrong_pass_changes_the_log_so_the_comparison_can_fail(
         policy, knobs, wrong, patch, monkeypatch):
     trace, tree = gang_trace(1), gang_tree()

@@ -17,6 +17,7 @@ from ..events import UNALLOCATED, Job
 from ..usage import DecayedUsage, WindowUsage
 from .base import Context, Scheduler
 from .queues import NO_LIMIT, Place, Searches, SizeQueues, drain, queue_for
+from .reservation import Hold
 
 BOOSTED_KINDS = frozenset({"debug", "interactive"})
 
@@ -108,9 +109,32 @@ class FairQueues:
                 bisect.insort(self._lanes, (self._position(lane), queue), key=itemgetter(0))
         return queue.push(j, self.jobs[j].gpus, (j,))  # type: ignore[arg-type]
 
+    def unstick(self, j: int) -> None:
+        """Have job ``j``'s lane scanned at the next pass even if the state did not change."""
+        self.queues[self._lane(j)].stuck = None
+
     def remove(self, j: int) -> None:
         """Job ``j`` leaves the queue without starting."""
         self.queues[self._lane(j)].discard(j)
+
+    def lanes(self, fair: FairTree) -> list[tuple[tuple[bool, bool, int], SizeQueues]]:
+        """The lanes in pass order under the current ranking (stale lanes may be empty)."""
+        return self._lanes if self._ranked is fair.order else self._resort(fair)
+
+    def top(self, fair: FairTree, funded_only: bool, above: int = 0) -> int:
+        """The first pending job in pass order (-1: none) of more than ``above`` GPUs, among
+        funded jobs if asked."""
+        for (unfunded, _, _), queue in self.lanes(fair):
+            if unfunded and funded_only:
+                return -1
+            found = queue.best_head(NO_LIMIT, above=above) if queue.live else None
+            if found is not None:
+                return found[0][-1]
+        return -1
+
+    def position(self, j: int) -> tuple[tuple[bool, bool, int], int]:
+        """Job ``j``'s place in pass order under the ranking the lanes follow."""
+        return (self._position(self._lane(j)), j)
 
     def _resort(self, fair: FairTree) -> list[tuple[tuple[bool, bool, int], SizeQueues]]:
         """The lanes with pending jobs, sorted into pass order by a new ranking."""
@@ -121,7 +145,7 @@ class FairQueues:
 
     def run(self, fair: FairTree, sched: Scheduler, make_room: Callable[[int], bool] | None,
             place: tuple[Place | None, Place | None] = (None, None), searches: Searches | None = None,
-            preempt_max: int = NO_LIMIT) -> None:
+            preempt_max: int = NO_LIMIT, hold: Hold | None = None) -> None:
         """One pass: funded lanes by Fair Tree rank (preempting if allowed), then unallocated.
         ``place[boosted]`` chooses the nodes of funded jobs (default: best fit); only gangs of
         up to ``preempt_max`` GPUs ask ``make_room`` in this pass (it refuses larger ones), so
@@ -134,31 +158,31 @@ class FairQueues:
         before each lane, since an earlier lane may have changed it. With preemption, only a
         scan with no job started at this instant counts (those jobs are no victims yet)."""
         cluster, emptied = sched.cluster, False
-        lanes = self._lanes if self._ranked is fair.order else self._resort(fair)
+        lanes = self.lanes(fair)
         for (unfunded, unboosted, _), queue in lanes:
             if not queue.live:
                 emptied = True
                 continue
-            state = (sched.epoch, searches.version) if searches else (sched.epoch, 0)
+            state = (sched.epoch, searches.version if searches else 0, hold.version if hold else 0)
             stuck = queue.stuck
             if stuck is not None and stuck[0] == state and (stuck[1] is None or stuck[1] == searches.refreshes):
                 continue
             if unfunded:
                 if queue.sizes[0] <= cluster.largest_fit():
-                    self._scan(queue, sched, None, None, state, None, funded=False)
+                    self._scan(queue, sched, None, None, state, None, hold, funded=False)
             elif (make_room and queue.sizes[0] <= preempt_max) or queue.sizes[0] <= cluster.largest_fit():
-                self._scan(queue, sched, make_room, place[not unboosted], state, searches)
+                self._scan(queue, sched, make_room, place[not unboosted], state, searches, hold)
         if emptied:  # drop the lanes found empty (one this pass empties goes after the next)
             self._lanes = [entry for entry in lanes if entry[1].live]
             self._listed = {lane for lane, queue in self.queues.items() if queue.live}
 
     @staticmethod
     def _scan(queue: SizeQueues, sched: Scheduler, make_room: Callable[[int], bool] | None,
-              place: Place | None, state: tuple[int, int], searches: Searches | None,
-              funded: bool = True) -> None:
+              place: Place | None, state: tuple[int, int, int], searches: Searches | None,
+              hold: Hold | None, funded: bool = True) -> None:
         waiting = len(queue.live)
         if searches:
             searches.judged = False
-        drain(queue, sched, make_room, larger_no_easier=not funded, place=place)
+        drain(queue, sched, make_room, larger_no_easier=not funded, place=place, hold=hold)
         if len(queue.live) == waiting and (make_room is None or sched.last_start_s < sched.now):
             queue.stuck = (state, searches.refreshes if searches and searches.judged else None)
