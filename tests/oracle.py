@@ -135,7 +135,7 @@ def scan_lane(lane: list[int], sched: Scheduler, make_room: Callable[[int], list
         off = hold is not None and hold.keeps_off(sched, j, holds_s(j), closed)
         kept_off = hold.nodes if off else set()
 
-        def placed(sched: Scheduler, j: int) -> tuple[int, ...] | None:
+        def placed(sched: Scheduler, j: int, kept_off: set[int] = kept_off) -> tuple[int, ...] | None:
             return placer(sched, j, kept_off)
 
         nodes = placed(sched, j)
