@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
-from .params import FrozenMap, Param, ParamError, check_fields, declared
+from .params import FrozenMap, Param, ParamError, check_fields, declared, merge_knobs
 from .registry import check_knobs, policy_class, policy_names, policy_params
 from .units import DAY_S
 
@@ -269,14 +269,8 @@ class SimConfig:
 def parameters(policy: str | None = None) -> list[Param]:
     """Every declared parameter: run, cluster, workload, trace and health knobs, and the knobs
     of ``policy`` (default: of every registered policy, one entry per name)."""
-    out = [p for p in declared(SimConfig)] + declared(HealthConfig)
-    names = [policy] if policy else policy_names()
-    seen: dict[str, Param] = {}
-    for name in names:
-        for p in policy_params(name):
-            prior = seen.get(p.name)
-            seen[p.name] = p if prior is None else replace(prior, policies=prior.policies + p.policies)
-    return out + list(seen.values())
+    knobs = [p for name in ([policy] if policy else policy_names()) for p in policy_params(name)]
+    return declared(SimConfig) + declared(HealthConfig) + merge_knobs(knobs)
 
 
 def parameter(name: str, policy: str | None = None) -> Param:

@@ -179,11 +179,6 @@ def merge_knobs(params: Sequence[Param]) -> list[Param]:
     return list(merged.values())
 
 
-def by_name(params: Sequence[Param]) -> dict[str, Param]:
-    """Parameters keyed by name."""
-    return {p.name: p for p in params}
-
-
 def iter_groups(params: Sequence[Param]) -> Iterator[tuple[str, list[Param]]]:
     """Parameters grouped in ``GROUPS`` order, then policy groups alphabetically."""
     groups: dict[str, list[Param]] = {}

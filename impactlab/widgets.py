@@ -175,6 +175,7 @@ class Explorer(w.VBox):
         self.tabs = w.Tab(children=[w.HTML("not drawn yet") for _ in TABS], titles=tuple(TABS))
         self.tabs.add_class("impactlab-charts")
         self._jcharts: dict[int, alt.JupyterChart] = {}
+        self._drawn: set[int] = set()  # tabs showing the current results
         self.controls: dict[str, tuple[Param, w.Widget]] = {}
         self._make_controls(self.base)
         sections = w.Accordion(children=[self.knob_box, self.budget_box, self.more_box],
@@ -221,10 +222,11 @@ class Explorer(w.VBox):
             self._show_message(str(err))
             return
         self._show_message("")
-        if self._key(config) in self._cache or self.estimate_s(config) <= self.auto_s:
-            self.run()
+        estimate = self.estimate_s(config)
+        if self._key(config) in self._cache or estimate <= self.auto_s:
+            self.run(config)
         else:
-            self._set_status(f"about {self.estimate_s(config):.0f} s to simulate: press Run", "impactlab-ready")
+            self._set_status(f"about {estimate:.0f} s to simulate: press Run", "impactlab-ready")
             self.run_button.button_style = "warning"
 
     def _on_policy(self, change: Any) -> None:
@@ -289,11 +291,12 @@ class Explorer(w.VBox):
         """Expected seconds for a run, from the speed of the runs so far (GPU-days x policies)."""
         return self._rate_s * config.gpus * (config.days or 14.0) * config.demand * len(self.policies())
 
-    def run(self) -> Run | None:
-        """Simulate now with the controls' settings, show the charts; None when input is bad."""
+    def run(self, config: SimConfig | None = None) -> Run | None:
+        """Simulate now with the controls' settings (``config``: already read from them), show
+        the charts; None when input is bad."""
         began = time.perf_counter()
         try:
-            config = self.config()
+            config = config or self.config()
             key = self._key(config)
             cached = key in self._cache
             self._set_status("running...", "impactlab-busy")
@@ -358,9 +361,9 @@ class Explorer(w.VBox):
     def _draw(self, replace_all: bool = False) -> None:
         """Draw the selected tab's chart (the others are drawn when opened)."""
         if replace_all:
-            self._drawn: set[int] = set()
+            self._drawn = set()
         index = self.tabs.selected_index or 0
-        if not self.results or index in getattr(self, "_drawn", set()):
+        if not self.results or index in self._drawn:
             return
         try:
             chart = list(TABS.values())[index](self.results)

@@ -334,14 +334,9 @@ def lanes_of(ordered: list[int], sched: Scheduler, boost: bool) -> list[list[int
     return list(lanes.values())
 
 
-class FairShareOracle(FairShare):
-    """``fairshare``: funded jobs by Fair Tree leaf rank, then unallocated; start what fits."""
-
-    def enqueue(self, j: int, now: float) -> None:
-        """No queue: the pass reads ``sched.pending``."""
-
-    def dequeue(self, j: int, now: float) -> None:
-        """No queue."""
+class PlainHolds:
+    """The plain reservation's bookkeeping for a Fair Tree oracle (``release`` says when a
+    running job frees its nodes for the reserved job)."""
 
     def setup(self, ctx: Context) -> None:
         """Set up the fast policy's state, then a plain reservation."""
@@ -357,6 +352,16 @@ class FairShareOracle(FairShare):
         """Stop charging; note an early stop."""
         super().on_stop(j, now)
         self.plain_hold.stopped(j, now)
+
+
+class FairShareOracle(PlainHolds, FairShare):
+    """``fairshare``: funded jobs by Fair Tree leaf rank, then unallocated; start what fits."""
+
+    def enqueue(self, j: int, now: float) -> None:
+        """No queue: the pass reads ``sched.pending``."""
+
+    def dequeue(self, j: int, now: float) -> None:
+        """No queue."""
 
     def schedule(self, now: float, sched: Scheduler) -> None:
         """Reserve for the first pending job if it does not fit; then scan every lane in order
@@ -376,7 +381,7 @@ class FairShareOracle(FairShare):
         return sched.expected_end(v)
 
 
-class ImpactfulOracle(CountsStarts, Impactful):
+class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
     """``impactful``: lanes by Fair Tree rank; funded jobs preempt eligible victims; unallocated
     jobs only backfill."""
 
@@ -405,21 +410,6 @@ class ImpactfulOracle(CountsStarts, Impactful):
                 scan_lane(lane, sched, partial(self.make_room_for, sched), self.place_funded, hold, holds_s)
             else:
                 scan_lane(lane, sched, None, None, hold, holds_s)
-
-    def setup(self, ctx: Context) -> None:
-        """Set up the fast policy's state, then a plain reservation."""
-        super().setup(ctx)
-        self.plain_hold = PlainHold()
-
-    def on_start(self, j: int, now: float) -> None:
-        """Charge usage; note when the job will release its nodes."""
-        super().on_start(j, now)
-        self.plain_hold.started(j, self.release(self.ctx.view, j))
-
-    def on_stop(self, j: int, now: float) -> None:
-        """Stop charging; note an early stop."""
-        super().on_stop(j, now)
-        self.plain_hold.stopped(j, now)
 
     def release(self, sched: Scheduler, v: int) -> float:
         """Running job ``v`` frees its nodes for a reserved gang when it ends or its
