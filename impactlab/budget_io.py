@@ -14,6 +14,7 @@ from typing import Literal
 import pandas as pd
 
 from .budgets import BudgetError, BudgetTree
+from .files import InputFileError, read_yaml
 
 log = logging.getLogger(__name__)
 
@@ -22,13 +23,11 @@ RULES = ("gpu_hours", "jobs", "equal")
 
 def load_budgets(path: str | Path) -> BudgetTree:
     """A validated budget tree from a YAML file (a bare tree, or a scenario's ``budgets`` key)."""
-    import yaml
-
     path = Path(path)
     try:
-        spec = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as err:
-        raise BudgetError(f"{path}: cannot read budget tree: {str(err).splitlines()[0]}") from None
+        spec = read_yaml(path)
+    except InputFileError as err:
+        raise BudgetError(f"{path}: cannot read budget tree: {err}") from None
     if isinstance(spec, dict) and "budgets" in spec:  # a scenario file
         spec = spec["budgets"]
     if not isinstance(spec, dict):

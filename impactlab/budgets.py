@@ -85,16 +85,10 @@ class BudgetTree:
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> BudgetTree:
-        """Load a YAML budget tree file."""
-        import yaml
+        """Load a YAML budget tree file (``impactlab.load_budgets`` also reads a scenario's tree)."""
+        from .budget_io import load_budgets  # (budget_io builds on this module)
 
-        try:
-            spec = yaml.safe_load(Path(path).read_text())
-        except (OSError, yaml.YAMLError) as err:
-            raise BudgetError(f"{path}: cannot read budget tree: {err}") from None
-        if not isinstance(spec, Mapping):
-            raise BudgetError(f"{path}: a budget tree is a mapping with 'name' and 'children'")
-        return cls.from_dict(spec, source=str(path))
+        return load_budgets(path)
 
     def to_dict(self) -> dict[str, Any]:
         """The nested mapping form, inverse of ``from_dict``."""

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 from . import __version__
 from .budgets import BudgetError
 from .config import SimConfig, parameter, parameters
+from .files import InputFileError, read_yaml
 from .overview import overview
 from .params import Param, ParamError, iter_groups
 from .policies import PolicyError
@@ -22,13 +23,14 @@ from .registry import policy_class, policy_names, policy_params
 from .scenario import ScenarioError, load_scenario
 from .simulate import SimResult, compare, simulate
 from .trace import TraceError
+from .workload import SizeEstimate, estimate_size
 from .traces import load
 
 log = logging.getLogger("impactlab")
 
 HEADLINE = ("availability", "occupancy", "occupancy_funded", "occupancy_unallocated", "utilization",
             "impact", "impact_strict", "unallocated_share", "jain", "requested_ratio")
-COUNTS = ("preemptions", "lost_gpu_hours", "withdrawn", "node_failures", "human_repairs", "auto_repairs",
+COUNTS = ("preemptions", "lost_gpu_hours", "withdrawn", "queued_at_end", "node_failures", "human_repairs", "auto_repairs",
           "jobs_hit", "failure_lost_gpu_hours")
 
 
@@ -58,9 +60,19 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"policies to compare (default legacy impactful); from {policy_names()} or module:Class")
     for command in (sim, cmp):
         _run_options(command)
+        _size_options(command)
     _inspect_options(sub.add_parser("inspect", help="what a trace holds, and the cluster size that suits it"))
     _sweep_commands(sub)
     return parser
+
+
+def _size_options(command: argparse.ArgumentParser) -> None:
+    """simulate and compare: progress, and the guard against runs too long to be meant."""
+    command.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                         help=f"a progress bar in simulated days on stderr (default: for runs of over "
+                              f"{PROGRESS_JOBS:,} estimated jobs)")
+    command.add_argument("--long-run", action="store_true",
+                         help=f"run even when the estimate is over {LONG_RUN_JOBS:,} jobs per policy")
 
 
 def _inspect_options(command: argparse.ArgumentParser) -> None:
@@ -154,12 +166,30 @@ def variants(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
             for name in args.policies}
 
 
+#: Above this many estimated jobs a run needs --long-run; above PROGRESS_JOBS it shows a progress bar.
+LONG_RUN_JOBS, PROGRESS_JOBS = 3_000_000, 300_000
+
+
 def run(args: argparse.Namespace) -> list[SimResult]:
     """Parse -> config -> simulate or compare; the results in the order asked."""
     config = base_config(args)
+    size = estimate_size(config)
+    runs = 1 if args.command == "simulate" else len(args.policies)
+    check_size(size, runs, args.long_run)
+    progress = args.progress if args.progress is not None else bool(size and size.jobs > PROGRESS_JOBS)
     if args.command == "simulate":
-        return [simulate(config)]
-    return compare(config, variants(args))
+        return [simulate(config, progress=progress)]
+    return compare(config, variants(args), progress=progress)
+
+
+def check_size(size: SizeEstimate | None, runs: int, long_run: bool) -> None:
+    """Refuse, with an estimate, a run so long that it was more likely a typo than a plan."""
+    if size is None or size.jobs <= LONG_RUN_JOBS or long_run:
+        return
+    hours = size.seconds * runs / 3600
+    raise UsageError(f"this run would simulate about {size.jobs:,} jobs per policy (roughly {hours:,.1f} h for "
+                     f"{runs} polic{'y' if runs == 1 else 'ies'}, and memory growing with the jobs); check --days "
+                     f"and --gpus, or pass --long-run to go ahead")
 
 
 def check_out(out: Path | None) -> None:
@@ -173,13 +203,21 @@ def check_out(out: Path | None) -> None:
         raise UsageError(f"--out {out}: {probe} is not writable")
 
 
-def json_ready(value: object) -> object:
-    """Replace NaN/inf (not valid JSON) by None, recursively."""
+def json_ready(value: object, digits: int = 6) -> object:
+    """Replace NaN/inf (not valid JSON) by None and round floats to ``digits`` significant
+    digits (0.958333 rather than 0.9583333333333334), recursively."""
     if isinstance(value, dict):
-        return {k: json_ready(v) for k, v in value.items()}
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
+        return {k: json_ready(v, digits) for k, v in value.items()}
+    if isinstance(value, float):
+        return float(f"{value:.{digits}g}") if math.isfinite(value) else None
     return value
+
+
+def _cell(value: object, spec: str, width: int) -> str:
+    """One number of a table, right-aligned; "-" where it is undefined (None)."""
+    if value is None:
+        return f"{'-':>{width}}"
+    return f"{value:{width}{spec if isinstance(value, float) else 'd'}}"
 
 
 def _window(summary: dict) -> str:
@@ -193,12 +231,11 @@ def format_table(summary: dict) -> str:
     title = (f"policy {summary['policy']} on {summary['gpus']} GPUs, {_window(summary)}: {summary['jobs']} jobs, "
              f"simulated in {summary['sim_wall_s']:.2f} s")
     lines = [title]
-    lines += [f"  {name:24} {summary[name]:7.3f}" for name in HEADLINE]
-    lines += [f"  {name:24} {summary[name]:7.1f}" if isinstance(summary[name], float)
-              else f"  {name:24} {summary[name]:7d}" for name in COUNTS]
+    lines += [f"  {name:24} {_cell(summary[name], '.3f', 7)}" for name in HEADLINE]
+    lines += [f"  {name:24} {_cell(summary[name], '.1f', 7)}" for name in COUNTS]
     lines += ["", f"  {'wait (s)':14} {'p50':>9} {'p90':>9} {'p99':>9} {'n':>6}"]
     for kind, w in summary["wait_s"].items():
-        cells = " ".join(f"{w[p]:9.0f}" if w[p] is not None else f"{'-':>9}" for p in ("p50", "p90", "p99"))
+        cells = " ".join(_cell(w[p], ".0f", 9) for p in ("p50", "p90", "p99"))
         lines.append(f"  {kind:14} {cells} {w['n']:6d}")
     return "\n".join(lines)
 
@@ -208,13 +245,11 @@ def format_comparison(summaries: list[dict]) -> str:
     head = f"  {'':24}" + "".join(f"{s['policy']:>12}" for s in summaries)
     lines = [f"{summaries[0]['jobs']} jobs on {summaries[0]['gpus']} GPUs, {_window(summaries[0])}", head]
     for name in (*HEADLINE, *COUNTS, "sim_wall_s"):
-        lines.append(f"  {name:24}" + "".join(f"{s[name]:12.3f}" if isinstance(s[name], float)
-                                             else f"{s[name]:12d}" for s in summaries))
+        lines.append(f"  {name:24}" + "".join(_cell(s[name], ".3f", 12) for s in summaries))
     for kind in summaries[0]["wait_s"]:
         for p in ("p50", "p90"):
             cells = [s["wait_s"].get(kind, {}).get(p) for s in summaries]
-            lines.append(f"  {f'wait {kind} {p} (s)':24}" + "".join(f"{c:12.0f}" if c is not None else f"{'-':>12}"
-                                                               for c in cells))
+            lines.append(f"  {f'wait {kind} {p} (s)':24}" + "".join(_cell(c, ".0f", 12) for c in cells))
     return "\n".join(lines)
 
 
@@ -318,12 +353,10 @@ def sweep_spec(args: argparse.Namespace) -> tuple[SimConfig, dict[str, list[Any]
 
 
 def _grid_file(path: Path) -> dict[str, Any]:
-    import yaml
-
     try:
-        spec = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as err:
-        raise UsageError(f"{path}: cannot read the grid: {str(err).splitlines()[0]}") from None
+        spec = read_yaml(path)
+    except InputFileError as err:
+        raise UsageError(f"{path}: cannot read the grid: {err}") from None
     extra = sorted(set(spec) - {"grid", "seeds", "base"}) if isinstance(spec, dict) else ["(not a mapping)"]
     if extra or not isinstance(spec.get("grid"), dict):
         raise UsageError(f"{path}: a grid file is a mapping with grid: {{name: [values]}}, optional seeds: and "

@@ -149,6 +149,10 @@ class SimConfig:
                              "than the cluster instead of stopping").field()
     fill_contract: bool = Param("fill_contract", False, bool, "trace", "set min_runtime_s, "
                                 "checkpoint_s and util from per-kind defaults").field()
+    patience_hours: float | None = Param(
+        "patience_hours", None, float, "trace", "a replayed job that records no patience is withdrawn "
+        "if still queued after this long (none: it waits forever)", "h", lo=0, hi=1e5, lo_open=True,
+        nullable=True).field()
     budgets_path: str | None = Param(
         "budgets_path", None, str, "trace", "budget tree YAML, or a scenario file (none: the "
         "synthetic organisation, or equal shares per project)", nullable=True,

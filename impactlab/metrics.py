@@ -6,6 +6,7 @@ Time-integrals are clipped to the reporting window [t0, t1].
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,6 +16,11 @@ from .budgets import ROOT, BudgetTree
 from .cluster import held_gpus
 
 END_EVENTS = ("preempt", "finish", "fail")
+QUEUE_DELTA = {"submit": 1, "requeue": 1, "start": -1, "withdraw": -1}  # how each event moves the queue
+#: The backlog "grows through the run" when the queue is longer at the end of each quarter of the
+#: window than at the end of the one before, and at the end at least this many times (and this
+#: many jobs) longer than at the start: waits then grow with the run's length and mean little.
+BACKLOG_GROWTH, BACKLOG_MIN_JOBS = 2.0, 20
 SIZE_BUCKETS = ((1, 1, "1"), (2, 8, "2-8"), (9, 64, "9-64"), (65, 1 << 30, "65+"))
 
 
@@ -173,14 +179,15 @@ def owed_and_delivered(events: pd.DataFrame, jobs: pd.DataFrame, att: pd.DataFra
 
 
 def subtree_impact(tree: BudgetTree, delivered: np.ndarray, owed: np.ndarray) -> np.ndarray:
-    """Per node: sum over the leaves beneath of min(delivered, owed) / sum of their owed (1 where
-    nothing was owed). One definition at every level: the root's value is the headline impact."""
+    """Per node: sum over the leaves beneath of min(delivered, owed) / sum of their owed (NaN,
+    undefined, where nothing was owed). One definition at every level: the root's value is the
+    headline impact."""
     at_leaves = np.zeros(tree.size)
     at_leaves[list(tree.leaves)] = 1.0
     got = tree.subtree_sum(np.minimum(delivered, owed) * at_leaves)
     due = tree.subtree_sum(owed * at_leaves)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(due > 0, got / due, 1.0)
+        return np.where(due > 0, got / due, np.nan)
 
 
 def percentiles(values: pd.Series) -> dict[str, float | int | None]:
@@ -214,11 +221,31 @@ def submitted_in(table: pd.DataFrame, window: Window) -> pd.DataFrame:
     return table[(table["submit_s"] >= window.t0) & (table["submit_s"] < window.t1)]
 
 
+def queue_lengths(events: pd.DataFrame, at_s: np.ndarray) -> np.ndarray:
+    """Queued jobs (submitted or requeued, not yet started or withdrawn) just after each time
+    ``at_s`` (events at that very time counted)."""
+    moves = events[events["event"].isin(list(QUEUE_DELTA))]
+    level = np.cumsum(moves["event"].map(QUEUE_DELTA).to_numpy(int))
+    seen = np.searchsorted(moves["t_s"].to_numpy(float), at_s, side="right")  # the log is in time order
+    return np.where(seen > 0, level[np.maximum(seen - 1, 0)] if len(level) else 0, 0)
+
+
+def backlog(events: pd.DataFrame, window: Window) -> dict[str, object]:
+    """The queue at the start of the window, at the end of each quarter of it, and whether it
+    grew through the whole window (see ``BACKLOG_GROWTH``)."""
+    quarters = queue_lengths(events, window.t0 + window.span_s * np.arange(5) / 4)
+    rising = bool(np.all(np.diff(quarters) > 0))
+    end, start = int(quarters[-1]), int(quarters[0])
+    growing = rising and end >= max(BACKLOG_GROWTH * start, BACKLOG_MIN_JOBS)
+    return {"queued_at_start": start, "queued_at_end": end, "backlog_growing": growing}
+
+
 def jain(x: np.ndarray) -> float:
-    """Jain's fairness index: 1 when all equal, 1/n when one takes everything."""
+    """Jain's fairness index: 1 when all equal, 1/n when one takes everything (NaN, undefined,
+    over nothing)."""
     x = np.asarray(x, dtype=float)
     if len(x) == 0 or not (x**2).sum():
-        return 1.0
+        return math.nan
     return float(x.sum() ** 2 / (len(x) * (x**2).sum()))
 
 
@@ -238,7 +265,7 @@ def summarise(events: pd.DataFrame, trace: pd.DataFrame, tree: BudgetTree, windo
     waits, by_size = wait_stats(table, window)
     preempts = events[(events["event"] == "preempt") & (events["t_s"] >= window.t0) & (events["t_s"] < window.t1)]
     entitled = leaves["entitled_gpu_s"].sum()
-    strict = np.minimum(leaves["delivered_gpu_s"], leaves["entitled_gpu_s"]).sum() / entitled if entitled else 1.0
+    strict = _ratio(np.minimum(leaves["delivered_gpu_s"], leaves["entitled_gpu_s"]).sum(), entitled)
     summary = {
         "jobs": len(table),
         "availability": _ratio(healthy, window.capacity * window.span_s),
@@ -254,6 +281,7 @@ def summarise(events: pd.DataFrame, trace: pd.DataFrame, tree: BudgetTree, windo
         "jain": jain(got[owed > 0] / owed[owed > 0]),
         "requested_ratio": _requested_ratio(table, window, gpus_per_node),
         "withdrawn": int((table["state"] == "withdrawn").sum()),
+        **backlog(events, window),
         **health_summary(events, att, window, horizon_s),
         "preemptions_by_kind": {str(k): int(n) for k, n in
                                 preempts["job_id"].map(table.set_index("job_id")["kind"]).value_counts().sort_index().items()},
@@ -265,8 +293,10 @@ def summarise(events: pd.DataFrame, trace: pd.DataFrame, tree: BudgetTree, windo
 
 
 def _ratio(part: float, whole: float) -> float:
-    """``part / whole``, or 0 when there is nothing to divide by (e.g. every node down)."""
-    return float(part / whole) if whole else 0.0
+    """``part / whole``, or NaN (undefined) when there is nothing to divide by: a window with no
+    healthy GPU, nothing owed or nothing delivered has no occupancy, impact or share, and
+    reporting 0 or 1 would read as a result."""
+    return float(part / whole) if whole else math.nan
 
 
 def _useful_gpu_s(att: pd.DataFrame, table: pd.DataFrame, window: Window) -> float:

@@ -8,6 +8,7 @@ Headline numbers come from ``summary()`` (nested) or ``metrics()`` (flat, for sw
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -24,11 +25,13 @@ from .events import EVENT_DTYPES
 from .metrics import SIZE_BUCKETS, Window, attempts, down_intervals, health_series, summarise
 from .units import DAY_S, HOUR_S
 
+log = logging.getLogger(__name__)
+
 #: Scalar keys of ``summary()`` that ``metrics()`` keeps as they are.
 SCALAR_METRICS = ("jobs", "availability", "occupancy", "occupancy_funded", "occupancy_unallocated",
                   "utilization", "impact", "impact_strict", "unallocated_share", "jain", "requested_ratio",
-                  "preemptions", "lost_gpu_hours", "withdrawn", "node_failures", "human_repairs",
-                  "auto_repairs", "jobs_hit", "failure_lost_gpu_hours")
+                  "preemptions", "lost_gpu_hours", "withdrawn", "queued_at_end", "backlog_growing",
+                  "node_failures", "human_repairs", "auto_repairs", "jobs_hit", "failure_lost_gpu_hours")
 QUANTILE_NAMES = ("p50", "p90", "p99")
 
 
@@ -59,8 +62,14 @@ class SimResult:
 
     @cached_property
     def _derived(self) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
-        return summarise(self.events, self.trace, self.tree, self.window, self.config.gpus_per_node,
-                         self.config.horizon_s)
+        derived = summarise(self.events, self.trace, self.tree, self.window, self.config.gpus_per_node,
+                            self.config.horizon_s)
+        head = derived[0]
+        if head["backlog_growing"]:
+            log.warning("%s: the queue grew through the whole reporting window (%d queued jobs at its start, %d at "
+                        "its end): waits grow with the run's length; give jobs a patience (patience_hours) or the "
+                        "cluster more GPUs", self.run, head["queued_at_start"], head["queued_at_end"])
+        return derived
 
     @cached_property
     def _attempts(self) -> pd.DataFrame:

@@ -19,6 +19,7 @@ from typing import Any
 
 from .budgets import BudgetError, BudgetTree
 from .config import SimConfig, parameters
+from .files import InputFileError, read_yaml
 from .params import ParamError
 
 
@@ -48,13 +49,11 @@ class Scenario:
 
 def load_scenario(path: str | Path, policy: str = "impactful") -> Scenario:
     """Read and check a scenario file; unknown keys and bad values raise BudgetError or ValueError."""
-    import yaml
-
     path = Path(path)
     try:
-        spec = yaml.safe_load(path.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-        raise ScenarioError(f"{path}: cannot read scenario: {str(err).splitlines()[0]}") from None
+        spec = read_yaml(path)
+    except InputFileError as err:
+        raise ScenarioError(f"{path}: cannot read scenario: {err}") from None
     if not isinstance(spec, dict):
         raise ScenarioError(f"{path}: a scenario is a mapping with {sorted(SECTIONS)}")
     _only(spec, SECTIONS, str(path))

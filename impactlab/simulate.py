@@ -130,7 +130,8 @@ def _progress_of(progress: Progress, config: SimConfig, name: str) -> Iterator[C
         return
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=round(config.days, 2), unit="day", desc=name, leave=False)
+    bar = tqdm(total=round(config.days, 2), unit="day", desc=name, leave=False,
+               bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:g} days [{elapsed}<{remaining}]")
     try:
         yield lambda t_s: bar.update(round(t_s / DAY_S - bar.n, 2))
     finally:

@@ -14,6 +14,7 @@ import pandas as pd
 
 from .budgets import ROOT, BudgetTree
 from .metrics import (
+    QUEUE_DELTA,
     SIZE_BUCKETS,
     Window,
     capacity_steps,
@@ -239,7 +240,6 @@ def share_series(events: pd.DataFrame, att: pd.DataFrame, jobs: pd.DataFrame, do
 
 
 # ----- queue ---------------------------------------------------------------------------------------
-QUEUE_DELTA = {"submit": 1, "requeue": 1, "start": -1, "withdraw": -1}  # how each event moves the queue
 
 
 def queue_series(events: pd.DataFrame, trace: pd.DataFrame, edges: np.ndarray) -> pd.DataFrame:

@@ -219,9 +219,11 @@ def test_share_series_by_hand(fifo_node):
 
 
 def test_budget_impact_at_a_program_is_over_its_leaves(fifo_node):
-    # p: owed 7200, got 14400 -> counts 7200; q: owed 14400, got 7200. prog and root: 14400 / 21600
+    # p: owed 7200, got 14400 -> counts 7200; q: owed 14400, got 7200. prog and root: 14400 / 21600;
+    # r was owed nothing: its impact is undefined, not a perfect 1
     budgets = fifo_node.budgets.set_index("node")
-    assert budgets.loc[["p", "q", "r"], "impact"].tolist() == approx([1.0, 0.5, 1.0])
+    assert budgets.loc[["p", "q"], "impact"].tolist() == approx([1.0, 0.5])
+    assert budgets.loc["r", "owed_gpu_s"] == 0 and np.isnan(budgets.loc["r", "impact"])
     assert budgets.loc["prog", "impact"] == approx(2 / 3)
     assert budgets.loc["root", "impact"] == fifo_node.summary()["impact"] == approx(2 / 3)
 
@@ -258,12 +260,13 @@ def test_gantt_shows_a_gang_on_each_of_its_nodes_and_drops_nodes_beyond_max_rows
 # ----- a real run at scale ----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def big():
-    """fifo on 1024 GPUs for 30 days (some seconds), with every table built once and timed."""
+    """fifo on 1024 GPUs for 30 days (some seconds), with every table built once and timed in
+    CPU seconds of this process (wall time swings with whatever else the machine runs)."""
     result = il.simulate(il.SimConfig(policy="fifo", gpus=1024, days=30))
     result.summary()
-    began = time.perf_counter()
+    began = time.process_time()
     built = {name: getattr(result, name)() for name in TABLES}
-    return result, built, time.perf_counter() - began
+    return result, built, time.process_time() - began
 
 
 @pytest.mark.parametrize("name", TABLES)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..files import binary_kind
 from ..trace import REQUIRED, TraceError
 from .table import sniff_separator
 
@@ -22,7 +23,13 @@ SIGNATURES: tuple[tuple[str, frozenset[str]], ...] = (
 
 def detect_format(path: Path) -> str:
     """The name of the format of ``path`` (see ``SIGNATURES``), or a TraceError listing the columns."""
-    if path.is_dir() or path.name.startswith(("pai_job_table", "pai_task_table")):
+    if path.is_dir():
+        if not (path / "pai_job_table.csv").exists():
+            raise TraceError(str(path), None, None, "is a directory; give a trace file (only an Alibaba PAI "
+                                                    "2020 folder, holding pai_job_table.csv and "
+                                                    "pai_task_table.csv, can be given as a folder)")
+        return "pai2020"
+    if path.name.startswith(("pai_job_table", "pai_task_table")):
         return "pai2020"
     if path.suffix.lower() in (".parquet", ".pq"):
         return "generic"
@@ -41,7 +48,8 @@ def detect_format(path: Path) -> str:
 
 
 def _head(path: Path) -> str:
-    """The first few KB of the file as text (enough for the header line)."""
+    """The first few KB of the file as text (enough for the header line); a binary file is
+    named as such."""
     try:
         with path.open("rb") as handle:
             data = handle.read(65_536)
@@ -49,4 +57,7 @@ def _head(path: Path) -> str:
         raise TraceError(str(path), None, None, f"cannot read: {err.strerror or err}") from None
     if not data.strip():
         raise TraceError(str(path), None, None, "the file is empty")
+    binary = binary_kind(data)
+    if binary:
+        raise TraceError(str(path), None, None, f"{binary}, not a text trace")
     return data.decode("utf-8-sig", errors="replace")

@@ -112,6 +112,18 @@ def fill_contract(trace: pd.DataFrame, columns: tuple[str, ...] = ("min_runtime_
     return _done(trace, out, f"contract fields {list(columns)} from per-kind defaults")
 
 
+def default_patience(trace: pd.DataFrame, patience_s: float) -> pd.DataFrame:
+    """Give jobs whose trace records no patience (``patience_s`` infinite) this one: a queued job
+    not started within it is withdrawn. Real traces record none, so an overloaded replay's queue
+    would otherwise grow for the whole run."""
+    if not patience_s > 0:
+        raise ValueError(f"need patience_s > 0, got {patience_s}")
+    unset = np.isinf(trace["patience_s"].to_numpy(dtype=float))
+    out = trace.assign(patience_s=np.where(unset, patience_s, trace["patience_s"].to_numpy(dtype=float)))
+    return _done(trace, out, f"patience {patience_s / 3600:g} h for the {int(unset.sum())} of {len(trace)} jobs "
+                             "that recorded none")
+
+
 def _done(before: pd.DataFrame, after: pd.DataFrame, step: str) -> pd.DataFrame:
     log.info(step)
     attrs = dict(before.attrs)

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..files import InputFileError, decode_text, read_bytes
 from ..trace import TraceError, validate_trace
 from .infer import infer_kinds
 from .report import Loaded, LoadOptions, LoadReport
@@ -79,18 +80,15 @@ class Rows:
 
 # ----- reading ------------------------------------------------------------------------------
 def read_text(path: Path, source: str) -> str:
-    """The file's text; a clear error for a missing, unreadable, empty or non-UTF-8 file."""
+    """The file's text; a clear error for a directory, a missing, unreadable, empty, binary or
+    non-UTF-8 file."""
     try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise TraceError(source, None, None, f"cannot read: {err.strerror or err}") from None
-    if not data.strip():
-        raise TraceError(source, None, None, "the file is empty")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        raise TraceError(source, line, None, "not UTF-8 text") from None
+        data = read_bytes(path)
+        if not data.strip():
+            raise InputFileError("the file is empty")
+        return decode_text(data)
+    except InputFileError as err:
+        raise TraceError(source, err.line, None, err.problem) from None
 
 
 def sniff_separator(header: str) -> str:

@@ -1,0 +1,102 @@
+"""Reading the project's input files (traces, budget trees, scenarios, sweep grids) with one set
+of clear messages: a directory, a missing or unreadable file, a binary or compressed file, text
+that is not UTF-8, and YAML that does not parse or refers to itself through an alias.
+
+Every function raises ``InputFileError`` with a message that does not yet name the file; the
+caller prefixes it with the file (and turns it into its own error type), so that each reader
+keeps its usual wording (``trace.csv, row 3: ...``, ``budgets.yaml: ...``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+#: Leading bytes of formats a user may pass by mistake, and what to say about them.
+MAGIC = ((b"\x1f\x8b", "a gzip-compressed file", "decompress it first: gunzip"),
+         (b"PK\x03\x04", "a zip archive", "extract the file from it first"),
+         (b"\xfd7zXZ", "an xz-compressed file", "decompress it first: unxz"),
+         (b"PAR1", "a Parquet file", "give it a .parquet name so that it is read as one"))
+SNIFF_BYTES = 8192  # how much of a file is looked at to call it binary
+
+
+class InputFileError(ValueError):
+    """A file that cannot be read as the text it should be; ``line`` is 1-based, if known."""
+
+    def __init__(self, problem: str, line: int | None = None):
+        super().__init__(problem)
+        self.problem, self.line = problem, line
+
+
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes; an ``InputFileError`` for a directory, a missing or unreadable file."""
+    if path.is_dir():
+        raise InputFileError("is a directory, not a file")
+    try:
+        return path.read_bytes()
+    except OSError as err:
+        raise InputFileError(f"cannot read: {err.strerror or err}") from None
+
+
+def decode_text(data: bytes) -> str:
+    """UTF-8 text (a byte-order mark is dropped); binary, compressed and non-UTF-8 files are
+    named as such."""
+    binary = binary_kind(data)
+    if binary:
+        raise InputFileError(f"{binary}, not a text file")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise InputFileError(f"not UTF-8 text (byte 0x{data[err.start]:02x} on line {line})", line) from None
+
+
+def binary_kind(data: bytes) -> str:
+    """What a binary file is, with what to do about it ("a gzip-compressed file (decompress it
+    first: gunzip)", "a binary file"), or "" for text."""
+    for magic, what, advice in MAGIC:
+        if data.startswith(magic):
+            return f"{what} ({advice})"
+    return "a binary file" if b"\x00" in data[:SNIFF_BYTES] else ""
+
+
+def read_text(path: Path) -> str:
+    """The file's text (see ``read_bytes`` and ``decode_text``)."""
+    return decode_text(read_bytes(path))
+
+
+def read_yaml(path: Path) -> Any:
+    """The parsed YAML of a file; errors name the line, and a structure that contains itself
+    (``&a`` ... ``*a`` inside itself) is refused rather than recursed into forever."""
+    import yaml
+
+    text = read_text(path)
+    try:
+        spec = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise InputFileError(f"not valid YAML{f' (line {line})' if line else ''}: {problem}", line) from None
+    _check_acyclic(spec)
+    return spec
+
+
+def _check_acyclic(spec: Any) -> None:
+    """Refuse a mapping or list that contains itself (YAML aliases can build one)."""
+    on_path: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(spec, False)]
+    while stack:
+        node, leaving = stack.pop()
+        if not isinstance(node, dict | list):
+            continue
+        if leaving:
+            on_path.discard(id(node))
+            continue
+        if id(node) in on_path:
+            raise InputFileError("a YAML alias (*name) refers to a node that contains it: the structure "
+                                 "would be infinite")
+        on_path.add(id(node))
+        stack.append((node, True))
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, False) for child in children)
