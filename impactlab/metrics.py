@@ -241,11 +241,13 @@ def backlog(events: pd.DataFrame, window: Window) -> dict[str, object]:
 
 
 def jain(x: np.ndarray) -> float:
-    """Jain's fairness index: 1 when all equal, 1/n when one takes everything (NaN, undefined,
-    over nothing)."""
+    """Jain's fairness index: 1 when all equal (all zero included), 1/n when one takes
+    everything; NaN (undefined) over nothing."""
     x = np.asarray(x, dtype=float)
-    if len(x) == 0 or not (x**2).sum():
+    if len(x) == 0:
         return math.nan
+    if not (x**2).sum():
+        return 1.0
     return float(x.sum() ** 2 / (len(x) * (x**2).sum()))
 
 

@@ -199,7 +199,8 @@ def flat_metrics(summary: Mapping[str, Any], kinds: Iterable[str]) -> dict[str, 
     per kind, and ``wait_<q>_s.<group>`` / ``queued_<q>_s.<group>`` for q in p50, p90, p99 and
     group in all, the kinds and ``size_<bucket>`` (waits only). NaN where there are no jobs."""
     kinds = list(kinds)
-    out: dict[str, float | int] = {key: summary[key] for key in SCALAR_METRICS}
+    out: dict[str, float | int] = {key: int(v) if isinstance(v := summary[key], bool) else v
+                                   for key in SCALAR_METRICS}
     by_kind = summary["preemptions_by_kind"]
     out.update({f"preemptions.{k}": int(by_kind.get(k, 0)) for k in kinds})
     groups = [(g, g) for g in ("all", *kinds)]

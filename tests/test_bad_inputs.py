@@ -37,10 +37,10 @@ def write(path: Path, data: bytes | str) -> Path:
 
 @pytest.mark.parametrize("data, words", [
     (bytes(range(256)) * 4, "a binary file, not a text trace"),
-    (gzip.compress(EXAMPLE.read_bytes()), "a gzip-compressed file (decompress it first: gunzip)"),
+    (gzip.compress(EXAMPLE.read_bytes(), mtime=0), "a gzip-compressed file (decompress it first: gunzip)"),
     (b"PAR1" + bytes(100), "a Parquet file (give it a .parquet name"),
     (b"job_id,submit_s,gpus,duration_s\na,0,1,5\n\xe9t\xe9,0,1,5\n", "not UTF-8 text (byte 0xe9 on line 3)"),
-])
+], ids=["binary", "gzip", "parquet", "latin-1"])
 def test_a_file_that_is_not_text_is_named_as_such(tmp_path, capsys, data, words):
     trace = write(tmp_path / "trace.csv", data)
     err = one_error_line(capsys, ["simulate", "--policy", "fifo", "--gpus", "8", "--trace", str(trace)])
@@ -64,7 +64,7 @@ def test_a_directory_as_trace_says_it_is_a_directory(tmp_path, capsys):
     (b"name: caf\xe9\n", "not UTF-8 text (byte 0xe9 on line 1)"),
     (CYCLE, "a YAML alias (*name) refers to a node that contains it"),
     ("name: [unclosed\n", "not valid YAML (line 2)"),
-])
+], ids=["binary", "latin-1", "alias-cycle", "unclosed"])
 def test_bad_yaml_files_name_the_file_and_the_problem(tmp_path, capsys, flag, data, words):
     path = write(tmp_path / "input.yaml", data)
     err = one_error_line(capsys, ["simulate", "--policy", "fifo", "--days", "1", flag, str(path)])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -355,12 +357,12 @@ def test_healthy_capacity_excludes_nodes_that_are_down():
         ([1, 0, 0], 1 / 3),
         ([1, 0.5], 0.9),
         ([2, 2], 1.0),
-        ([], 1.0),
-        ([0, 0], 1.0),
+        ([], math.nan),  # undefined: nobody was owed anything
+        ([0, 0], 1.0),  # equal, at nothing
     ],
 )
 def test_jains_index(values, expected):
-    assert jain(np.array(values, dtype=float)) == approx(expected)
+    assert jain(np.array(values, dtype=float)) == approx(expected, nan_ok=True)
 
 
 def test_percentiles_interpolate_linearly():
@@ -393,12 +395,11 @@ def test_clipped_keeps_the_part_inside_the_window():
     assert got.tolist() == [50, 50, 0, 0, 10]
 
 
-def test_a_run_without_budgets_reports_full_impact_and_no_nan():
-    # nothing is funded, so nothing is owed or entitled: every budget got all it was owed
+def test_a_run_without_budgets_reports_impact_as_undefined_not_perfect():
+    # nothing is funded, so nothing is owed or entitled: impact has nothing to measure
     result = run_tiny(
         [job("a", 0, 1, 100), job("b", 0, 1, 100)], policy="fifo", gpus=8, horizon_s=1000.0
     )
     s = result.summary()
-    assert s["impact"] == 1.0
-    assert s["impact_strict"] == 1.0
+    assert math.isnan(s["impact"]) and math.isnan(s["impact_strict"]) and math.isnan(s["jain"])
     assert s["unallocated_share"] == 1.0
