@@ -14,13 +14,13 @@ from typing import Any, NoReturn
 
 from . import __version__
 from .budgets import BudgetError
-from .config import SimConfig, parameter, parameters
+from .config import REPAIR_MODES, SimConfig, parameter, parameters
 from .overview import overview
 from .params import Param, ParamError, iter_groups
 from .policies import PolicyError
 from .registry import policy_class, policy_names, policy_params
 from .scenario import ScenarioError, load_scenario
-from .simulate import SimResult, compare, simulate
+from .simulate import PAIRINGS, SimResult, compare, pairing, simulate
 from .trace import TraceError
 from .traces import load
 
@@ -54,8 +54,13 @@ def build_parser() -> argparse.ArgumentParser:
     sim = sub.add_parser("simulate", help="replay a trace (or a synthetic Ai2-like workload) under a policy")
     cmp = sub.add_parser("compare", help="replay the same workload under several policies, side by side")
     sim.add_argument("--policy", required=True, type=_policy_name, help=f"one of {policy_names()} or module:Class")
-    cmp.add_argument("--policies", nargs="+", default=["legacy", "impactful"], type=_policy_name,
-                     help=f"policies to compare (default legacy impactful); from {policy_names()} or module:Class")
+    which = cmp.add_mutually_exclusive_group()
+    which.add_argument("--policies", nargs="+", default=["legacy", "impactful"], type=_policy_name,
+                       help=f"policies to compare (default legacy impactful); from {policy_names()} or module:Class")
+    which.add_argument("--pairing", choices=sorted(PAIRINGS), help="a named set of variants: ai2 = legacy with "
+                       "manual repair against impactful with automatic repair (Ai2's before/after)")
+    cmp.add_argument("--repairs", nargs="+", choices=REPAIR_MODES, metavar="MODE", help="with --policies: one "
+                     "repair mode per policy, in order (default: --repair, else automatic for all)")
     for command in (sim, cmp):
         _run_options(command)
     _inspect_options(sub.add_parser("inspect", help="what a trace holds, and the cluster size that suits it"))
@@ -144,14 +149,28 @@ def base_config(args: argparse.Namespace) -> SimConfig:
 
 
 def variants(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    """compare: each policy with the knobs given on the command line that it declares."""
+    """compare: each policy (or variant of the pairing) with the knobs given on the command
+    line that it declares, and its repair mode from ``--repairs``."""
+    if args.pairing and args.repairs:
+        raise UsageError("--repairs: the pairing sets each variant's repair mode")
+    base = pairing(args.pairing) if args.pairing else _own_repairs(args)
     knobs = {k: v for k, v in given(args).items() if k in {p.name for p in parameters() if p.policies}}
-    declared = {name: {p.name for p in policy_params(name)} for name in args.policies}
+    declared = {label: {p.name for p in policy_params(v["policy"])} for label, v in base.items()}
     orphans = sorted(k for k in knobs if not any(k in mine for mine in declared.values()))
     if orphans:
-        raise UsageError(f"{', '.join(orphans)}: not a knob of any of {args.policies}")
-    return {name: {"policy": name, **{k: v for k, v in knobs.items() if k in declared[name]}}
-            for name in args.policies}
+        raise UsageError(f"{', '.join(orphans)}: not a knob of any of {[v['policy'] for v in base.values()]}")
+    return {label: {**v, **{k: x for k, x in knobs.items() if k in declared[label]}} for label, v in base.items()}
+
+
+def _own_repairs(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """``--policies`` with ``--repairs`` (one mode per policy, if given)."""
+    repairs = args.repairs or []
+    if repairs and len(repairs) != len(args.policies):
+        raise UsageError(f"--repairs: give one mode per policy ({len(args.policies)}), got {len(repairs)}")
+    if repairs and "repair" in given(args):
+        raise UsageError("--repairs and --repair: give one or the other")
+    return {name: {"policy": name, **({"repair": repairs[k]} if repairs else {})}
+            for k, name in enumerate(args.policies)}
 
 
 def run(args: argparse.Namespace) -> list[SimResult]:
@@ -196,6 +215,9 @@ def format_table(summary: dict) -> str:
     lines += [f"  {name:24} {summary[name]:7.3f}" for name in HEADLINE]
     lines += [f"  {name:24} {summary[name]:7.1f}" if isinstance(summary[name], float)
               else f"  {name:24} {summary[name]:7d}" for name in COUNTS]
+    if summary["repair"] is not None:
+        lines += [f"  {'repair (mode)':24} {summary['repair']:>7}", f"  {'human_fraction (input)':24} "
+                  f"{summary['human_fraction']:7.2f}"]
     lines += ["", f"  {'wait (s)':14} {'p50':>9} {'p90':>9} {'p99':>9} {'n':>6}"]
     for kind, w in summary["wait_s"].items():
         cells = " ".join(f"{w[p]:9.0f}" if w[p] is not None else f"{'-':>9}" for p in ("p50", "p90", "p99"))
@@ -210,6 +232,9 @@ def format_comparison(summaries: list[dict]) -> str:
     for name in (*HEADLINE, *COUNTS, "sim_wall_s"):
         lines.append(f"  {name:24}" + "".join(f"{s[name]:12.3f}" if isinstance(s[name], float)
                                              else f"{s[name]:12d}" for s in summaries))
+    if any(s["repair"] is not None for s in summaries):  # human repairs follow from these inputs
+        lines.append(f"  {'repair (mode)':24}" + "".join(f"{s['repair'] or '-':>12}" for s in summaries))
+        lines.append(f"  {'human_fraction (input)':24}" + "".join(f"{s['human_fraction']:12.2f}" for s in summaries))
     for kind in summaries[0]["wait_s"]:
         for p in ("p50", "p90"):
             cells = [s["wait_s"].get(kind, {}).get(p) for s in summaries]

@@ -22,6 +22,7 @@ from .budgets import BudgetTree
 from .config import SimConfig
 from .events import EVENT_DTYPES
 from .metrics import SIZE_BUCKETS, Window, attempts, down_intervals, health_series, summarise
+from .registry import policy_class
 from .units import DAY_S, HOUR_S
 
 #: Scalar keys of ``summary()`` that ``metrics()`` keeps as they are.
@@ -51,6 +52,14 @@ class SimResult:
     def run(self) -> str:
         """The run's display name: its label, else its policy."""
         return self.label or self.config.policy
+
+    @property
+    def repair(self) -> str | None:
+        """How failed nodes were repaired: the config's mode, else the policy's own; None when
+        nodes never fail."""
+        if self.config.health.mtbf_hours is None:
+            return None
+        return self.config.health.repair or policy_class(self.config.policy).repair
 
     @property
     def window(self) -> Window:
@@ -83,7 +92,9 @@ class SimResult:
     def summary(self) -> dict:
         """Headline metrics (fractions in [0, 1], waits in seconds) with the run's identity."""
         head = {"policy": self.config.policy, "gpus": self.config.gpus, "days": self.config.days,
-                "report_from_days": self.window.t0 / DAY_S, "sim_wall_s": self.sim_wall_s}
+                "report_from_days": self.window.t0 / DAY_S, "sim_wall_s": self.sim_wall_s,
+                # human repairs follow from these inputs: shown wherever they are reported
+                "repair": self.repair, "human_fraction": self.config.health.human_fraction}
         return {**head, **self._derived[0]}
 
     def metrics(self) -> dict[str, float | int]:
