@@ -65,6 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
         _run_options(command)
     _inspect_options(sub.add_parser("inspect", help="what a trace holds, and the cluster size that suits it"))
     _sweep_commands(sub)
+    why = sub.add_parser("explain", help="why a job waited or was preempted: its story, from a saved run")
+    why.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a simulate --out folder (or one policy's "
+                     "folder of a compare --out)")
+    why.add_argument("job_id", metavar="JOB_ID", help="the job's id in the trace")
+    why.add_argument("--json", action="store_true", help="print the steps as JSON")
     return parser
 
 
@@ -403,7 +408,36 @@ def report_command(args: argparse.Namespace) -> int:
     return 0
 
 
-_EXTRA_COMMANDS = {"sweep": sweep_command, "report": report_command}
+def explain_command(args: argparse.Namespace) -> int:
+    """``impactlab explain RUN_DIR JOB_ID``: the job's story, in words (or JSON)."""
+    from .explain import ExplainError
+
+    try:
+        story = SimResult.load(_run_dir(args.run_dir)).explain(args.job_id)
+    except (UsageError, ExplainError) as err:
+        print(f"impactlab: error: {err}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"job_id": story.job_id, "steps": [
+            {"t_s": s.t_s, "kind": s.kind, "text": s.text, "why": [{"reason": w.reason.value, "text": w.text}
+                                                                    for w in s.why]} for s in story.steps]}))
+    else:
+        print(story.text())
+    return 0
+
+
+def _run_dir(path: Path) -> Path:
+    """``path`` if it holds a saved run; a compare folder names its runs in the error."""
+    if (path / "config.json").is_file() and (path / "events.parquet").is_file():
+        return path
+    if not path.is_dir():
+        raise UsageError(f"{path}: no such folder")
+    runs = sorted(p.name for p in path.iterdir() if (p / "config.json").is_file())
+    hint = f"; it holds the runs {', '.join(runs)}: give one of them" if runs else ""
+    raise UsageError(f"{path}: not a saved run (simulate --out){hint}")
+
+
+_EXTRA_COMMANDS = {"sweep": sweep_command, "report": report_command, "explain": explain_command}
 
 
 if __name__ == "__main__":  # pragma: no cover

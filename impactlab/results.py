@@ -20,7 +20,8 @@ import pandas as pd
 from . import tables
 from .budgets import BudgetTree
 from .config import SimConfig
-from .events import EVENT_DTYPES
+from .events import EVENT_DTYPES, Job, jobs_from_trace
+from .explain import Story, explain
 from .metrics import SIZE_BUCKETS, Window, attempts, down_intervals, health_series, summarise
 from .registry import policy_class
 from .units import DAY_S, HOUR_S
@@ -162,6 +163,16 @@ class SimResult:
         t0 = self.window.t0 if t0_h is None else t0_h * HOUR_S
         t1 = self.config.horizon_s if t1_h is None else t1_h * HOUR_S
         return self._tagged(tables.gantt(self._attempts, self.jobs, t0, t1, max_rows))
+
+    def explain(self, job_id: str) -> Story:
+        """The story of one job in words, from the event log: waits and why, starts, preemptions
+        (by whom and why), requeues, the end (``impactlab.explain``); ``.text()`` renders it."""
+        return explain(self, job_id, self._records)
+
+    @cached_property
+    def _records(self) -> list[Job]:
+        """The run's job records (as the engine saw them), for stories."""
+        return jobs_from_trace(self.trace, self.tree, self.config.gpus_per_node)
 
     # ----- files -----------------------------------------------------------------------------------
     def save(self, out: str | Path) -> Path:
