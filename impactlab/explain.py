@@ -9,6 +9,8 @@ jobs started while this one waited. Each wait gets the reasons the replay suppor
 * ``behind``: jobs that started while it waited, by project (the policy ranked them first);
 * ``protected``: running jobs it could not preempt (contract, opt-out), and when the first
   protection ended;
+* ``priority`` (legacy): running preemptible jobs it could not preempt, being of its priority
+  or higher;
 * ``reserve``: the interactive reserve, which a job that is neither debug nor interactive may
   use when free but not clear by preemption;
 * ``no_preemption``: the policy (or the job's standing under it) never preempts for it.
@@ -35,6 +37,8 @@ from .config import SimConfig
 from .events import Ev, Job, jobs_from_trace, preempt_reason, preemptor
 from .policies import Policy, make_policy
 from .policies.fair import BOOSTED_KINDS
+from .policies.impactful import Impactful
+from .policies.legacy import Legacy
 from .units import HOUR_S
 
 # Event names as plain strings (an enum's ``.value`` is a Python call on every row replayed).
@@ -64,6 +68,7 @@ class Reason(StrEnum):
     NO_ROOM = "no_room"
     BEHIND = "behind"
     PROTECTED = "protected"
+    PRIORITY = "priority"
     RESERVE = "reserve"
     NO_PREEMPTION = "no_preemption"
 
@@ -230,8 +235,7 @@ class Protection:
 
     def preempts_for(self, job: Job) -> bool:
         """Whether the policy ever preempts for ``job`` (impactful: funded jobs only)."""
-        name = self.policy.name
-        return name == "legacy" or (name == "impactful" and job.funded)
+        return isinstance(self.policy, Legacy) or (isinstance(self.policy, Impactful) and job.funded)
 
 
 # ----- the story -------------------------------------------------------------------------------
@@ -288,7 +292,9 @@ def _event_step(job: Job, t: float, event: str, nodes: str, detail: str, jobs: d
         return Step(t, event, text)
     if event == PREEMPT:
         by = jobs.get(preemptor(detail))
-        who = f"job {preemptor(detail)}" + (f" ({by.kind}, {by.gpus} GPU{plural(by.gpus)}, {by.project or 'no project'})" if by else "")
+        who = f"job {preemptor(detail)}"
+        if by is not None:
+            who += f" ({by.kind}, {by.gpus} GPU{plural(by.gpus)}, {by.project or 'no project'})"
         reason = preempt_reason(detail)
         return Step(t, event, f"preempted by {who}" + (f": {reason}" if reason else ""))
     if event == FAIL:
@@ -305,7 +311,8 @@ def _wait(job: Job, replay: Replay, begin: int, end: int, horizon_s: float | Non
     replay.advance(begin + 1)
     walk = _walk(job, replay, end, t0, t1)
     why = [w for w in (_no_room(job, walk, t1 - t0, replay), _behind(walk.ahead),
-                       _protected(job, walk.protected, replay), _reserve(job, replay),
+                       _protected(job, walk.protected(t0), replay), _priority(job, walk, t0, replay),
+                       _reserve(job, replay),
                        _no_preemption(job, replay)) if w is not None]
     text = f"waited {span(t1 - t0)}" + (" (still waiting at the end of the run)" if horizon_s is not None else "")
     return Step(t0, "wait", text, tuple(why), t1 - t0)
@@ -317,7 +324,11 @@ class Walk:
 
     block: int = 0  # the largest free block once the pass of the first instant had run
     down: int = 0  # nodes down then
-    protected: list[Attempt] = field(default_factory=list)  # protected attempts then
+    running: list[Attempt] = field(default_factory=list)  # running attempts then
+
+    def protected(self, t0: float) -> list[Attempt]:
+        """The attempts still protected when the wait began at ``t0``."""
+        return [a for a in self.running if a.protected_until_s > t0]
     fit_s: float = 0.0  # seconds of the wait during which the job would have fitted
     ahead: list[tuple[Job, bool]] = field(default_factory=list)  # jobs started, and whether it fitted then
 
@@ -330,7 +341,7 @@ def _walk(job: Job, replay: Replay, end: int, t0: float, t1: float) -> Walk:
         if first and t > t0:  # the pass of the instant the wait began has run
             first = False
             walk.block, walk.down = state.block(job), len(state.down)
-            walk.protected = [a for a in state.running.values() if a.protected_until_s > t0]
+            walk.running = list(state.running.values())
         fits = state.fits(job)
         if fits:
             walk.fit_s += t - last
@@ -343,7 +354,7 @@ def _walk(job: Job, replay: Replay, end: int, t0: float, t1: float) -> Walk:
         replay.advance(p + 1)
     if first:  # the wait ended at the instant it began
         walk.block, walk.down = state.block(job), len(state.down)
-        walk.protected = [a for a in state.running.values() if a.protected_until_s > t0]
+        walk.running = list(state.running.values())
     return walk
 
 
@@ -409,6 +420,18 @@ def _protected(job: Job, protected: list[Attempt], replay: Replay) -> Why | None
     n = len(protected)
     return Why(Reason.PROTECTED, f"{n} running job{plural(n)} holding {gpus} GPUs could not be preempted: "
                                  + "; ".join(parts))
+
+
+def _priority(job: Job, walk: Walk, t0: float, replay: Replay) -> Why | None:
+    """legacy: running preemptible jobs of the same priority or higher are no victims."""
+    if not isinstance(replay.protection.policy, Legacy):
+        return None
+    peers = [a for a in walk.running if a.protected_until_s <= t0 and a.job.priority >= job.priority]
+    if not peers:
+        return None
+    gpus = sum(a.job.held for a in peers)
+    return Why(Reason.PRIORITY, f"{len(peers)} preemptible running job{plural(len(peers))} holding {gpus} GPUs "
+                                f"had priority {job.priority} or higher: legacy preempts only lower priorities")
 
 
 def _reserve(job: Job, replay: Replay) -> Why | None:

@@ -104,7 +104,8 @@ def test_the_interactive_reserve_and_a_borrower_preempted_by_debug_work():
     # 2 nodes, node 1 the reserve. t takes node 0 (protected 8 h); t2 finds no room off the
     # reserve and borrows node 1, unprotected; t3 (training) arrives at 10: no room, t is
     # protected and t2 is on the reserve, which t3 may not clear. Debug d preempts t2 at 20.
-    rows = [job("t", 0, "p", duration_s=5000, min_runtime_s=28800), job("t2", 5, "p", duration_s=5000, min_runtime_s=28800),
+    rows = [job("t", 0, "p", duration_s=5000, min_runtime_s=28800),
+            job("t2", 5, "p", duration_s=5000, min_runtime_s=28800),
             job("t3", 10, "p", duration_s=100), job("d", 20, "p", kind="debug", duration_s=100)]
     result = run_tiny(rows, policy="impactful", gpus=16, budgets=il.BudgetTree.flat({"p": 1}), horizon_s=20_000,
                       policy_knobs={"reserve_min_nodes": 1})
@@ -137,6 +138,17 @@ def test_legacy_behind_a_higher_priority_job_and_an_opted_out_squatter():
     assert why(b, Reason.NO_ROOM) == ("no room: it needed 8 free GPUs on one node; the largest free block "
                                       "was 0 when it began waiting")
     assert result.explain("a").steps[1].text == "started on node 0; never preempted (it opted out)"
+
+
+@pytest.mark.parametrize("priority", [1, 2])
+def test_legacy_cannot_preempt_a_job_of_its_priority_or_higher(priority):
+    # One node. a (preemptible, priority 1 or 2) runs 0-1000; b (priority 1) arrives at 10 and
+    # may not preempt it: legacy takes only strictly lower priorities.
+    rows = [job("a", 0, "p", duration_s=1000, priority=priority), job("b", 10, "p", priority=1)]
+    wait = waits(run_tiny(rows, policy="legacy", gpus=8, horizon_s=5000).explain("b"))[0]
+    assert why(wait, Reason.PRIORITY) == ("1 preemptible running job holding 8 GPUs had priority 1 or higher: "
+                                          "legacy preempts only lower priorities")
+    assert Reason.PROTECTED not in [w.reason for w in wait.why] and wait.span_s == 990
 
 
 def test_legacy_preemption_names_the_priorities():
