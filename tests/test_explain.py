@@ -8,7 +8,9 @@ import json
 import re
 
 import pytest
-from conftest import run_tiny
+from conftest import DAY_S, examples, run_tiny, small_tree, traces
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import impactlab as il
 from impactlab.cli import main
@@ -189,18 +191,34 @@ def test_an_unknown_job_is_one_clear_error(contract_run):
 
 
 # ----- the story matches the log, on generated runs ------------------------------------------------
-@pytest.mark.parametrize("policy", ["impactful", "legacy", "fairshare", "fifo"])
-def test_every_story_follows_the_log_and_its_waits_add_up_to_the_time_queued(policy):
-    result = il.simulate(il.SimConfig(policy=policy, gpus=24, days=1.0, seed=4, warmup_days=0.0))
+def check_stories(result: il.SimResult) -> None:
+    """Every job's story follows its log rows, its waits add up to its time queued, every wait
+    has a reason, and every preemption names its preemptor."""
     log, table = result.events, result.jobs.set_index("job_id")
-    for job_id in table.index[::7]:
+    for job_id in table.index:
         story = result.explain(job_id)
-        events = log[log.job_id == job_id]
-        assert [s.kind for s in story.steps if s.kind not in ("wait", "running")] == events.event.tolist()
-        assert [s.t_s for s in story.steps] == sorted(s.t_s for s in story.steps)
+        rows = log[log.job_id == job_id]
+        assert [s.kind for s in story.steps if s.kind not in ("wait", "running")] == rows.event.tolist()
         assert sum(s.span_s for s in waits(story)) == pytest.approx(table.queued_s[job_id], abs=1e-6)
-        for step in waits(story):
-            assert step.why, f"{job_id}: a wait without a reason"
+        assert all(step.why for step in waits(story)), f"{job_id}: a wait without a reason\n{story.text()}"
+        preempts = [s.text for s in story.steps if s.kind == "preempt"]
+        by = rows[rows.event == "preempt"].detail.map(il.events.preemptor).tolist()
+        assert [text.split()[3] for text in preempts] == by
+
+
+@settings(max_examples=examples(24), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(trace=traces(capacity=32, per=8, horizon_s=DAY_S / 2), policy=st.sampled_from(
+    ["impactful", "legacy", "fairshare", "fifo"]), reserve=st.sampled_from([0.0, 0.3]))
+def test_stories_follow_the_log_on_random_traces(trace, policy, reserve):
+    """(Generated traces: ties, gangs, patience, opt-outs, unallocated work.)"""
+    knobs = {"interactive_reserve": reserve, "reserve_min_nodes": 1} if policy == "impactful" else {}
+    config = il.SimConfig(policy=policy, gpus=32, days=0.5, warmup_days=0.0, policy_knobs=knobs)
+    check_stories(il.simulate(config, trace=trace, budgets=small_tree()))
+
+
+@pytest.mark.parametrize("policy", ["impactful", "legacy", "fairshare", "fifo"])
+def test_stories_follow_the_log_on_a_synthetic_day(policy):
+    check_stories(il.simulate(il.SimConfig(policy=policy, gpus=24, days=1.0, seed=4, warmup_days=0.0)))
 
 
 # ----- CLI and Explorer ----------------------------------------------------------------------------
