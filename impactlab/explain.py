@@ -150,7 +150,7 @@ class Attempt:
 
 
 @dataclass
-class Cluster:
+class Occupancy:
     """Free GPUs per node, nodes down and running attempts, as of the rows replayed so far."""
 
     per_node: int
@@ -174,11 +174,11 @@ class Cluster:
 
 
 class Replay:
-    """Walks the event log once, keeping the cluster state (``Cluster``) up to date."""
+    """Walks the event log once, keeping the occupancy (``Occupancy``) up to date."""
 
     def __init__(self, result: SimResult, jobs: dict[str, Job], protection: Protection):
         c = result.config
-        self.state = Cluster(c.gpus_per_node, [c.gpus_per_node] * c.nodes)
+        self.state = Occupancy(c.gpus_per_node, [c.gpus_per_node] * c.nodes)
         self.rows = list(result.events[["t_s", "event", "job_id", "nodes", "detail"]].itertuples(index=False))
         self.jobs, self.protection, self.pos = jobs, protection, 0
 
@@ -253,7 +253,7 @@ def explain(result: SimResult, job_id: str, records: Sequence[Job] | None = None
     for p in np.flatnonzero(result.events["job_id"].to_numpy() == job_id).tolist():
         t, event, _, nodes, detail = replay.rows[p]
         if event in (SUBMIT, REQUEUE):
-            steps.append(_queued(job, t, event, result))
+            steps.append(_queued(job, t, event))
             waiting_since = p
             continue
         if waiting_since is not None and event in (START, WITHDRAW):
@@ -269,7 +269,7 @@ def explain(result: SimResult, job_id: str, records: Sequence[Job] | None = None
     return Story(job_id, tuple(steps))
 
 
-def _queued(job: Job, t: float, event: str, result: SimResult) -> Step:
+def _queued(job: Job, t: float, event: str) -> Step:
     if event == REQUEUE:
         return Step(t, event, "requeued: waits to start again")
     project = f"project {job.project}" if job.funded else f"{job.project or 'no project'} (unallocated)"
