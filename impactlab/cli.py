@@ -419,8 +419,8 @@ def explain_command(args: argparse.Namespace) -> int:
         return 2
     if args.json:
         print(json.dumps({"job_id": story.job_id, "steps": [
-            {"t_s": s.t_s, "kind": s.kind, "text": s.text, "why": [{"reason": w.reason.value, "text": w.text}
-                                                                    for w in s.why]} for s in story.steps]}))
+            {"t_s": s.t_s, "kind": s.kind, "text": s.text, "span_s": s.span_s,
+             "why": [{"reason": w.reason.value, "text": w.text} for w in s.why]} for s in story.steps]}))
     else:
         print(story.text())
     return 0
