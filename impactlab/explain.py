@@ -11,6 +11,9 @@ jobs started while this one waited. Each wait gets the reasons the replay suppor
   protection ended;
 * ``priority`` (legacy): running preemptible jobs it could not preempt, being of its priority
   or higher;
+* ``fair_share`` (impactful): unprotected funded jobs it did not preempt: of its own project
+  (never its victims), too large to break up (``max_victim_ratio``), or on sides no more
+  over-served than its own (the no-ping-pong rule); a gang also searches only at refreshes;
 * ``reserve``: the interactive reserve, which a job that is neither debug nor interactive may
   use when free but not clear by preemption;
 * ``no_preemption``: the policy (or the job's standing under it) never preempts for it.
@@ -69,6 +72,7 @@ class Reason(StrEnum):
     BEHIND = "behind"
     PROTECTED = "protected"
     PRIORITY = "priority"
+    FAIR_SHARE = "fair_share"
     RESERVE = "reserve"
     NO_PREEMPTION = "no_preemption"
 
@@ -312,6 +316,7 @@ def _wait(job: Job, replay: Replay, begin: int, end: int, horizon_s: float | Non
     walk = _walk(job, replay, end, t0, t1)
     why = [w for w in (_no_room(job, walk, t1 - t0, replay), _behind(walk.ahead),
                        _protected(job, walk.protected(t0), replay), _priority(job, walk, t0, replay),
+                       _fair_share(job, walk, t0, replay),
                        _reserve(job, replay),
                        _no_preemption(job, replay)) if w is not None]
     text = f"waited {span(t1 - t0)}" + (" (still waiting at the end of the run)" if horizon_s is not None else "")
@@ -411,7 +416,7 @@ def _protected(job: Job, protected: list[Attempt], replay: Replay) -> Why | None
     ends = [a.protected_until_s for a in protected if not math.isinf(a.protected_until_s)]
     never = len(protected) - len(ends)
     parts = []
-    if len(ends) == 1:
+    if ends and hours(min(ends)) == hours(max(ends)):
         parts.append(f"protected until {hours(ends[0])}")
     elif ends:
         parts.append(f"protected, the first until {hours(min(ends))}, the last until {hours(max(ends))}")
@@ -432,6 +437,37 @@ def _priority(job: Job, walk: Walk, t0: float, replay: Replay) -> Why | None:
     gpus = sum(a.job.held for a in peers)
     return Why(Reason.PRIORITY, f"{len(peers)} preemptible running job{plural(len(peers))} holding {gpus} GPUs "
                                 f"had priority {job.priority} or higher: legacy preempts only lower priorities")
+
+
+def _fair_share(job: Job, walk: Walk, t0: float, replay: Replay) -> Why | None:
+    """impactful: unprotected funded jobs that were no victims of this one, and why not."""
+    policy = replay.protection.policy
+    if not (isinstance(policy, Impactful) and job.funded) or walk.block >= _need(job):
+        return None
+    free = [a.job for a in walk.running if a.protected_until_s <= t0 and a.job.funded
+            and not (replay.protection.boosted(job) and replay.protection.borrows(a.job, a.nodes))]
+    if not free:
+        return None
+    own = [v for v in free if v.leaf == job.leaf]
+    large = [v for v in free if v.leaf != job.leaf and v.held > policy.max_victim_ratio * job.held]
+    rest = len(free) - len(own) - len(large)
+    parts = [f"{len(own)} of its own project (never its victims)"] if own else []
+    if large:
+        parts.append(f"{len(large)} too large to break up for it (max_victim_ratio {policy.max_victim_ratio:g})")
+    if rest:
+        parts.append(f"{rest} on {'a side' if rest == 1 else 'sides'} no more over-served than its own (the "
+                     "no-ping-pong rule), or not where freeing them would make room")
+    gang = (f"; a gang looks for victims only at ranking refreshes (every {span(policy.refresh_s)})"
+            if job.n_nodes > 1 and not policy.gangs_preempt_every_pass else "")
+    gpus = sum(v.held for v in free)
+    n = len(free)
+    return Why(Reason.FAIR_SHARE, f"{n} unprotected funded job{plural(n)} holding {gpus} GPUs "
+                                  f"{'was' if n == 1 else 'were'} not preempted for it: {'; '.join(parts)}{gang}")
+
+
+def _need(job: Job) -> int:
+    """The block a job needs: whole nodes for a gang, else GPUs on one node."""
+    return job.n_nodes if job.n_nodes > 1 else job.gpus
 
 
 def _reserve(job: Job, replay: Replay) -> Why | None:

@@ -122,6 +122,30 @@ def test_the_interactive_reserve_and_a_borrower_preempted_by_debug_work():
     assert Reason.RESERVE not in result.explain("d").reasons()
 
 
+@pytest.mark.parametrize("b_share, preempted", [(0.7, True), (1.0, False)])
+def test_a_funded_job_is_told_which_unprotected_jobs_it_may_not_take(b_share, preempted):
+    # test_engine_rules' no-ping-pong case: j (A1, 8 GPUs) could take b1v (B1, unprotected) only
+    # if B stays at least as served as A after the swap: with B's share 0.7 it does (b1v goes),
+    # with 1.0 it does not, and j waits to the end. The other running jobs are protected.
+    tree = il.BudgetTree.from_dict({"name": "root", "children": [
+        {"name": "A", "share": 1, "children": [{"name": "A1", "share": 3}, {"name": "A2", "share": 1}]},
+        {"name": "B", "share": b_share, "children": [{"name": "B1", "share": 1}]}]})
+    rows = [job("a2p", 0, "A2", 4, 5000, min_runtime_s=28800), job("a2v", 1, "A2", 4, 5000, min_runtime_s=28800),
+            job("b1v", 2, "B1", 8, 5000), job("b1p", 3, "B1", 8, 5000, min_runtime_s=28800),
+            job("b1q", 4, "B1", 4, 5000, min_runtime_s=28800), job("j", 10, "A1", 8, 5000)]
+    knobs = {**KNOBS, "window_days": 7.0}
+    story = run_tiny(rows, policy="impactful", gpus=32, budgets=tree, horizon_s=200, policy_knobs=knobs).explain("j")
+    if preempted:
+        assert kinds(story) == ["submit", "start", "running"]  # no wait: it preempted b1v at once
+        return
+    wait = waits(story)[0]
+    assert why(wait, Reason.FAIR_SHARE) == (
+        "1 unprotected funded job holding 8 GPUs was not preempted for it: 1 on a side no more over-served "
+        "than its own (the no-ping-pong rule), or not where freeing them would make room")
+    # a2p, a2v, b1p and b1q (4 + 4 + 8 + 4 GPUs) are protected for 8 h from their starts at 0-4 s
+    assert why(wait, Reason.PROTECTED) == "4 running jobs holding 20 GPUs could not be preempted: protected until 8.00 h"
+
+
 # ----- legacy: priorities, opt-outs, jobs ranked ahead --------------------------------------------
 def test_legacy_behind_a_higher_priority_job_and_an_opted_out_squatter():
     # One node. a (priority 0, opted out) runs 0-100; b (priority 0) arrives at 10, c (priority 5)
