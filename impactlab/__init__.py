@@ -10,16 +10,16 @@ from .policies import BasePolicy, Context, Policy, PolicyError, Scheduler, make_
 from .registry import REGISTRY, policy_names, register_policy
 from .results import SimResult, metrics_frame
 from .scenario import load_scenario
-from .simulate import compare, simulate
+from .simulate import PAIRINGS, compare, pairing, simulate
 from .sweep import load_sweep, summarise_sweep, sweep
 from .trace import TraceError, validate_trace
 from .traces import LoadReport, load_trace
 from .workload import Inputs, prepare
 
-__all__ = ["REGISTRY", "BasePolicy", "BudgetError", "BudgetTree", "Context", "GeneratorConfig", "HealthConfig",
+__all__ = ["PAIRINGS", "REGISTRY", "BasePolicy", "BudgetError", "BudgetTree", "Context", "GeneratorConfig", "HealthConfig",
            "Inputs", "LoadReport", "Overview", "Param", "ParamError", "Policy", "PolicyError", "Scheduler", "SimConfig",
            "SimResult", "TraceError", "budgets_from_trace", "compare", "generate", "knob", "load_budgets",
-           "load_scenario", "load_sweep", "load_trace", "make_policy", "metrics_frame", "overview", "parameter",
+           "load_scenario", "load_sweep", "load_trace", "make_policy", "metrics_frame", "overview", "pairing", "parameter",
            "parameters", "policy_names", "prepare", "register_policy", "simulate", "summarise_sweep", "sweep",
            "validate_trace"]
 __version__ = "0.1.0"

@@ -14,14 +14,14 @@ from typing import Any, NoReturn
 
 from . import __version__
 from .budgets import BudgetError
-from .config import SimConfig, parameter, parameters
+from .config import REPAIR_MODES, SimConfig, parameter, parameters
 from .files import InputFileError, read_yaml
 from .overview import overview
 from .params import Param, ParamError, iter_groups
 from .policies import PolicyError
 from .registry import policy_class, policy_names, policy_params
 from .scenario import ScenarioError, load_scenario
-from .simulate import SimResult, compare, simulate
+from .simulate import PAIRINGS, SimResult, compare, pairing, simulate
 from .trace import TraceError
 from .workload import SizeEstimate, estimate_size
 from .traces import load
@@ -56,13 +56,23 @@ def build_parser() -> argparse.ArgumentParser:
     sim = sub.add_parser("simulate", help="replay a trace (or a synthetic Ai2-like workload) under a policy")
     cmp = sub.add_parser("compare", help="replay the same workload under several policies, side by side")
     sim.add_argument("--policy", required=True, type=_policy_name, help=f"one of {policy_names()} or module:Class")
-    cmp.add_argument("--policies", nargs="+", default=["legacy", "impactful"], type=_policy_name,
-                     help=f"policies to compare (default legacy impactful); from {policy_names()} or module:Class")
+    which = cmp.add_mutually_exclusive_group()
+    which.add_argument("--policies", nargs="+", default=["legacy", "impactful"], type=_policy_name,
+                       help=f"policies to compare (default legacy impactful); from {policy_names()} or module:Class")
+    which.add_argument("--pairing", choices=sorted(PAIRINGS), help="a named set of variants: ai2 = legacy with "
+                       "manual repair against impactful with automatic repair (Ai2's before/after)")
+    cmp.add_argument("--repairs", nargs="+", choices=REPAIR_MODES, metavar="MODE", help="with --policies: one "
+                     "repair mode per policy, in order (default: --repair, else automatic for all)")
     for command in (sim, cmp):
         _run_options(command)
         _size_options(command)
     _inspect_options(sub.add_parser("inspect", help="what a trace holds, and the cluster size that suits it"))
     _sweep_commands(sub)
+    why = sub.add_parser("explain", help="why a job waited or was preempted: its story, from a saved run")
+    why.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a simulate --out folder (or one policy's "
+                     "folder of a compare --out)")
+    why.add_argument("job_id", metavar="JOB_ID", help="the job's id in the trace")
+    why.add_argument("--json", action="store_true", help="print the steps as JSON")
     return parser
 
 
@@ -156,14 +166,28 @@ def base_config(args: argparse.Namespace) -> SimConfig:
 
 
 def variants(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    """compare: each policy with the knobs given on the command line that it declares."""
+    """compare: each policy (or variant of the pairing) with the knobs given on the command
+    line that it declares, and its repair mode from ``--repairs``."""
+    if args.pairing and args.repairs:
+        raise UsageError("--repairs: the pairing sets each variant's repair mode")
+    base = pairing(args.pairing) if args.pairing else _own_repairs(args)
     knobs = {k: v for k, v in given(args).items() if k in {p.name for p in parameters() if p.policies}}
-    declared = {name: {p.name for p in policy_params(name)} for name in args.policies}
+    declared = {label: {p.name for p in policy_params(v["policy"])} for label, v in base.items()}
     orphans = sorted(k for k in knobs if not any(k in mine for mine in declared.values()))
     if orphans:
-        raise UsageError(f"{', '.join(orphans)}: not a knob of any of {args.policies}")
-    return {name: {"policy": name, **{k: v for k, v in knobs.items() if k in declared[name]}}
-            for name in args.policies}
+        raise UsageError(f"{', '.join(orphans)}: not a knob of any of {[v['policy'] for v in base.values()]}")
+    return {label: {**v, **{k: x for k, x in knobs.items() if k in declared[label]}} for label, v in base.items()}
+
+
+def _own_repairs(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """``--policies`` with ``--repairs`` (one mode per policy, if given)."""
+    repairs = args.repairs or []
+    if repairs and len(repairs) != len(args.policies):
+        raise UsageError(f"--repairs: give one mode per policy ({len(args.policies)}), got {len(repairs)}")
+    if repairs and "repair" in given(args):
+        raise UsageError("--repairs and --repair: give one or the other")
+    return {name: {"policy": name, **({"repair": repairs[k]} if repairs else {})}
+            for k, name in enumerate(args.policies)}
 
 
 #: Above this many estimated jobs a run needs --long-run; above PROGRESS_JOBS it shows a progress bar.
@@ -233,6 +257,9 @@ def format_table(summary: dict) -> str:
     lines = [title]
     lines += [f"  {name:24} {_cell(summary[name], '.3f', 7)}" for name in HEADLINE]
     lines += [f"  {name:24} {_cell(summary[name], '.1f', 7)}" for name in COUNTS]
+    if summary["repair"] is not None:
+        lines += [f"  {'repair (mode)':24} {summary['repair']:>7}", f"  {'human_fraction (input)':24} "
+                  f"{summary['human_fraction']:7.2f}"]
     lines += ["", f"  {'wait (s)':14} {'p50':>9} {'p90':>9} {'p99':>9} {'n':>6}"]
     for kind, w in summary["wait_s"].items():
         cells = " ".join(_cell(w[p], ".0f", 9) for p in ("p50", "p90", "p99"))
@@ -246,6 +273,9 @@ def format_comparison(summaries: list[dict]) -> str:
     lines = [f"{summaries[0]['jobs']} jobs on {summaries[0]['gpus']} GPUs, {_window(summaries[0])}", head]
     for name in (*HEADLINE, *COUNTS, "sim_wall_s"):
         lines.append(f"  {name:24}" + "".join(_cell(s[name], ".3f", 12) for s in summaries))
+    if any(s["repair"] is not None for s in summaries):  # human repairs follow from these inputs
+        lines.append(f"  {'repair (mode)':24}" + "".join(f"{s['repair'] or '-':>12}" for s in summaries))
+        lines.append(f"  {'human_fraction (input)':24}" + "".join(f"{s['human_fraction']:12.2f}" for s in summaries))
     for kind in summaries[0]["wait_s"]:
         for p in ("p50", "p90"):
             cells = [s["wait_s"].get(kind, {}).get(p) for s in summaries]
@@ -411,7 +441,36 @@ def report_command(args: argparse.Namespace) -> int:
     return 0
 
 
-_EXTRA_COMMANDS = {"sweep": sweep_command, "report": report_command}
+def explain_command(args: argparse.Namespace) -> int:
+    """``impactlab explain RUN_DIR JOB_ID``: the job's story, in words (or JSON)."""
+    from .explain import ExplainError
+
+    try:
+        story = SimResult.load(_run_dir(args.run_dir)).explain(args.job_id)
+    except (UsageError, ExplainError) as err:
+        print(f"impactlab: error: {err}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"job_id": story.job_id, "steps": [
+            {"t_s": s.t_s, "kind": s.kind, "text": s.text, "span_s": s.span_s,
+             "why": [{"reason": w.reason.value, "text": w.text} for w in s.why]} for s in story.steps]}))
+    else:
+        print(story.text())
+    return 0
+
+
+def _run_dir(path: Path) -> Path:
+    """``path`` if it holds a saved run; a compare folder names its runs in the error."""
+    if (path / "config.json").is_file() and (path / "events.parquet").is_file():
+        return path
+    if not path.is_dir():
+        raise UsageError(f"{path}: no such folder")
+    runs = sorted(p.name for p in path.iterdir() if (p / "config.json").is_file())
+    hint = f"; it holds the runs {', '.join(runs)}: give one of them" if runs else ""
+    raise UsageError(f"{path}: not a saved run (simulate --out){hint}")
+
+
+_EXTRA_COMMANDS = {"sweep": sweep_command, "report": report_command, "explain": explain_command}
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -304,14 +304,16 @@ class Engine:
         self.remaining[j] = 0.0
         self._stop(j, DONE)
 
-    def preempt(self, j: int, by: int) -> None:
-        """Preempt running job ``j`` for job ``by`` (a policy decision, validated here)."""
+    def preempt(self, j: int, by: int, reason: str = "") -> None:
+        """Preempt running job ``j`` for job ``by`` (a policy decision, validated here); the
+        policy's ``reason`` follows ``by=<job_id>`` in the log's detail."""
         job = self.jobs[j]
         if self.state[j] != RUNNING:
             raise PolicyError(f"{self.policy.name}: cannot preempt job {job.job_id}: it is not running")
         if self.protected(j):
             raise PolicyError(f"{self.policy.name}: cannot preempt job {job.job_id}: it is protected")
-        self.interrupt(j, PREEMPT, f"by={self.jobs[by].job_id}")
+        detail = f"by={self.jobs[by].job_id}"
+        self.interrupt(j, PREEMPT, f"{detail}; {reason}" if reason else detail)
 
     def interrupt(self, j: int, why: str, detail: str) -> None:
         """Stop a running job early (preemption or failure): keep checkpointed work, requeue it."""

@@ -50,6 +50,16 @@ class Event(NamedTuple):
 EVENT_COLUMNS = list(Event._fields)
 
 
+def preemptor(detail: str) -> str:
+    """The job a ``preempt`` row's detail (``by=<job_id>; <reason>``) names."""
+    return detail.removeprefix("by=").partition(";")[0]
+
+
+def preempt_reason(detail: str) -> str:
+    """The policy's reason in a ``preempt`` row's detail ("" if it gave none)."""
+    return detail.partition(";")[2].strip()
+
+
 EVENT_DTYPES = {"t_s": float, "event": object, "job_id": object, "gpus": "int64", "nodes": object,
                 "detail": object, "overhead_s": float, "lost_s": float}
 

@@ -21,8 +21,10 @@ import pandas as pd
 from . import tables
 from .budgets import BudgetTree
 from .config import SimConfig
-from .events import EVENT_DTYPES
+from .events import EVENT_DTYPES, Job, jobs_from_trace
+from .explain import Story, explain
 from .metrics import SIZE_BUCKETS, Window, attempts, down_intervals, health_series, summarise
+from .registry import policy_class
 from .units import DAY_S, HOUR_S
 
 log = logging.getLogger(__name__)
@@ -54,6 +56,14 @@ class SimResult:
     def run(self) -> str:
         """The run's display name: its label, else its policy."""
         return self.label or self.config.policy
+
+    @property
+    def repair(self) -> str | None:
+        """How failed nodes were repaired: the config's mode, else the policy's own; None when
+        nodes never fail."""
+        if self.config.health.mtbf_hours is None:
+            return None
+        return self.config.health.repair or policy_class(self.config.policy).repair
 
     @property
     def window(self) -> Window:
@@ -92,7 +102,9 @@ class SimResult:
     def summary(self) -> dict:
         """Headline metrics (fractions in [0, 1], waits in seconds) with the run's identity."""
         head = {"policy": self.config.policy, "gpus": self.config.gpus, "days": self.config.days,
-                "report_from_days": self.window.t0 / DAY_S, "sim_wall_s": self.sim_wall_s}
+                "report_from_days": self.window.t0 / DAY_S, "sim_wall_s": self.sim_wall_s,
+                # human repairs follow from these inputs: shown wherever they are reported
+                "repair": self.repair, "human_fraction": self.config.health.human_fraction}
         return {**head, **self._derived[0]}
 
     def metrics(self) -> dict[str, float | int]:
@@ -160,6 +172,16 @@ class SimResult:
         t0 = self.window.t0 if t0_h is None else t0_h * HOUR_S
         t1 = self.config.horizon_s if t1_h is None else t1_h * HOUR_S
         return self._tagged(tables.gantt(self._attempts, self.jobs, t0, t1, max_rows))
+
+    def explain(self, job_id: str) -> Story:
+        """The story of one job in words, from the event log: waits and why, starts, preemptions
+        (by whom and why), requeues, the end (``impactlab.explain``); ``.text()`` renders it."""
+        return explain(self, job_id, self._records)
+
+    @cached_property
+    def _records(self) -> list[Job]:
+        """The run's job records (as the engine saw them), for stories."""
+        return jobs_from_trace(self.trace, self.tree, self.config.gpus_per_node)
 
     # ----- files -----------------------------------------------------------------------------------
     def save(self, out: str | Path) -> Path:

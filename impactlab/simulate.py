@@ -14,10 +14,11 @@ import pandas as pd
 from .budget_io import check_projects
 from .budgets import BudgetTree
 from .cluster import Cluster
-from .config import SimConfig
+from .config import RepairMode, SimConfig
 from .engine import Engine
 from .events import events_frame, jobs_from_trace
 from .overview import warn_about_load
+from .params import ParamError
 from .policies import Policy, make_policy
 from .results import SimResult
 from .trace import TraceError
@@ -25,6 +26,21 @@ from .units import DAY_S
 from .workload import Inputs, fit, prepare
 
 log = logging.getLogger(__name__)
+
+#: The repair mode ``compare`` gives every run that sets none, when nodes fail. One mode for
+#: all, so that a difference in availability or human repairs comes from the schedulers and not
+#: from how nodes are mended; automatic, since it is the mode of every policy but legacy and of
+#: a cluster with health checks today. (A single ``simulate`` keeps the policy's own mode.)
+COMPARE_REPAIR: RepairMode = "automatic"
+
+#: Named variant sets for ``compare``. ``ai2`` is Ai2's before/after: legacy with manual repair
+#: against impactful with automatic repair. It credits the second run with both changes at
+#: once; the cut in human repairs follows from ``human_fraction`` (an input), not from the
+#: scheduler.
+PAIRINGS: dict[str, dict[str, dict[str, Any]]] = {
+    "ai2": {"legacy": {"policy": "legacy", "repair": "manual"},
+            "impactful": {"policy": "impactful", "repair": "automatic"}},
+}
 
 #: Progress of a long run: a tqdm bar (True), a callback of the simulated time, or nothing.
 Progress = bool | Callable[[float], None] | None
@@ -72,15 +88,17 @@ def simulate(config: SimConfig | None = None, trace: pd.DataFrame | None = None,
 
 
 def compare(config: SimConfig | None = None,
-            policies: Sequence[str] | Mapping[str, Mapping[str, Any]] = ("legacy", "impactful"),
+            policies: str | Sequence[str] | Mapping[str, Mapping[str, Any]] = ("legacy", "impactful"),
             trace: pd.DataFrame | None = None, budgets: BudgetTree | None = None, *,
             inputs: Inputs | None = None, progress: Progress = None) -> list[SimResult]:
     """Replay one workload under several policies (or variants), with one reporting window.
 
     ``policies`` is a list of policy names, or a mapping from a label to parameter overrides
     (``{"cap 4 h": {"policy": "impactful", "cap_hours": 4}}``; a label that names a policy
-    needs no "policy" key). The workload is built once; each run's knobs are the config's,
-    kept where the run's policy declares them. Results come back in order, labelled.
+    needs no "policy" key), or the name of a pairing (``PAIRINGS``: ``"ai2"``). The workload is
+    built once; each run's knobs are the config's, kept where the run's policy declares them.
+    With node failures, every run repairs nodes one way: the config's ``repair``, else
+    ``COMPARE_REPAIR``, unless a variant sets its own. Results come back in order, labelled.
     ``inputs`` (from ``impactlab.workload.prepare``) reuses a workload already built;
     ``progress`` is passed to each ``simulate``.
     """
@@ -88,10 +106,24 @@ def compare(config: SimConfig | None = None,
     inputs = inputs or prepare(config, trace, budgets)
     config = fit(config, inputs)
     _check_load(config, inputs)
-    runs = [(label, config.with_params(changes)) for label, changes in _variants(policies).items()]
+    runs = [(label, config.with_params(_one_repair(config, changes))) for label, changes in _variants(policies).items()]
     warmup_days = _shared_warmup_days(config, [cfg for _, cfg in runs])
     return [simulate(replace(cfg, warmup_days=warmup_days), inputs=inputs, label=label, progress=progress)
             for label, cfg in runs]
+
+
+def pairing(name: str) -> dict[str, dict[str, Any]]:
+    """The variants of a named pairing (``PAIRINGS``), for ``compare``."""
+    if name not in PAIRINGS:
+        raise ParamError(f"unknown pairing {name!r}; known: {', '.join(sorted(PAIRINGS))}")
+    return {label: dict(changes) for label, changes in PAIRINGS[name].items()}
+
+
+def _one_repair(config: SimConfig, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """A variant's overrides, with the shared repair mode unless it sets one (nodes failing)."""
+    if config.health.mtbf_hours is None or config.health.repair is not None or "repair" in changes:
+        return dict(changes)
+    return {**changes, "repair": COMPARE_REPAIR}
 
 
 def _check_load(config: SimConfig, inputs: Inputs) -> None:
@@ -112,7 +144,10 @@ def _shared_warmup_days(config: SimConfig, runs: list[SimConfig]) -> float:
 def _variants(policies: Sequence[str] | Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """Label -> parameter overrides; a plain name is a policy with its default knobs."""
     if isinstance(policies, str):
-        raise TypeError("policies is a list of names or a mapping of label -> overrides, not a string")
+        if policies in PAIRINGS:
+            return pairing(policies)
+        raise TypeError(f"policies is a list of names, a mapping of label -> overrides or a pairing "
+                        f"({', '.join(sorted(PAIRINGS))}), not {policies!r}")
     if not isinstance(policies, Mapping):
         return {name: {"policy": name} for name in policies}
     return {label: {"policy": label, **changes} if "policy" not in changes else dict(changes)

@@ -28,6 +28,7 @@ from traitlets import TraitError
 from . import charts
 from .budgets import BudgetError
 from .config import SimConfig, parameters
+from .explain import story_choices
 from .params import Param, ParamError
 from .registry import policy_names
 from .results import SimResult
@@ -184,7 +185,10 @@ class Explorer(w.VBox):
                        *self._widgets(MAIN["Cluster and workload"]), w.HTML("<b>Policy</b>"),
                        *self._widgets(MAIN["Policy"]), w.HBox([self.compare_box, self.policy_b]),
                        self.run_button, sections], layout=w.Layout(width="350px", min_width="350px"))
-        right = w.VBox([self.status, self.bar, self.message, self.tabs], layout=w.Layout(flex="1 1 auto", min_width="0"))
+        self.stories = JobStories()
+        why = w.Accordion(children=[self.stories], titles=("Why is my job waiting?",))
+        right = w.VBox([self.status, self.bar, self.message, self.tabs, why],
+                       layout=w.Layout(flex="1 1 auto", min_width="0"))
         self.children = [w.HBox([left, right])]
         self.workload.observe(self._on_workload, names="value")
         self.file.observe(self._changed, names="value")
@@ -311,6 +315,7 @@ class Explorer(w.VBox):
         self._show_message("")
         self.run_button.button_style = ""
         self._draw(replace_all=True)
+        self.stories.show(self.results)
         self._set_status(self._summary(outcome, cached, time.perf_counter() - began), "impactlab-ready")
         return outcome
 
@@ -471,6 +476,50 @@ class Explorer(w.VBox):
         self.message.layout.display = "block" if text else "none"
         if text:
             self._set_status(f"run {self.runs}: not run, see the message", "impactlab-error")
+
+
+class JobStories(w.VBox):
+    """Pick a run and a job from a table (the most preempted and longest waiting first); read
+    its story (``SimResult.explain``). Nothing is replayed until a job is picked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.add_class("impactlab-stories")
+        self.results: list[SimResult] = []
+        self.run = w.Dropdown(description="run", layout=w.Layout(width="260px"))
+        self.table = w.Select(rows=8, layout=w.Layout(width="100%"))
+        self.table.add_class("impactlab-story-table")
+        self.story = w.HTML()
+        self.story.add_class("impactlab-story")
+        self.children = [self.run, self.table, self.story]
+        self.run.observe(lambda _: self._list(), names="value")
+        self.table.observe(lambda _: self._tell(), names="value")
+
+    def show(self, results: list[SimResult]) -> None:
+        """List the jobs of new results (the first run's, until another is picked)."""
+        self.results = results
+        labels = [r.run for r in results]
+        with self.hold_trait_notifications():
+            self.run.options = [(label, k) for k, label in enumerate(labels)]
+            self.run.value = 0
+        self._list()
+
+    def _list(self) -> None:
+        if not self.results or self.run.value is None:
+            return
+        rows = story_choices(self.results[self.run.value])
+        self.table.options = [(f"{r.job_id}  {r.kind} {r.gpus} GPUs  {r.project or 'unallocated'}  waited "
+                               f"{r.wait_h:g} h  preempted {r.preempts}x  {r.state}", r.job_id)
+                              for r in rows.itertuples()]
+        self.table.value = None  # a story is told once a job is picked (a replay of the log)
+        self._tell()
+
+    def _tell(self) -> None:
+        if self.table.value is None:
+            self.story.value = ""
+            return
+        text = self.results[self.run.value].explain(self.table.value).text()
+        self.story.value = f"<pre style='white-space: pre-wrap'>{html.escape(text)}</pre>"
 
 
 class _Hold:

@@ -19,6 +19,7 @@ from functools import partial
 
 from impactlab.cluster import best_fit_on
 from impactlab.policies import Context, Scheduler
+from impactlab.policies.base import BACKFILL_REASON, RESERVE_REASON
 from impactlab.policies.fairshare import FairShare
 from impactlab.policies.fifo import Fifo
 from impactlab.policies.impactful import Impactful
@@ -100,10 +101,16 @@ def trim(sched: Scheduler, accepted: list[int], target: list[int], need: int) ->
     return kept
 
 
-def preempt_and_start(sched: Scheduler, j: int, victims: list[int], placer: Place = place) -> None:
-    """Preempt ``victims`` for ``j`` in order, then start ``j`` where ``placer`` says."""
-    for v in victims:
-        sched.preempt(v, j)
+Why = Callable[[int, int], str]  # (job, victim) -> the reason logged for the preemption
+
+
+def preempt_and_start(sched: Scheduler, j: int, victims: list[int], placer: Place = place,
+                      why: Why | None = None) -> None:
+    """Preempt ``victims`` for ``j`` in order (each with ``why(j, v)``, all judged before the
+    first goes), then start ``j`` where ``placer`` says."""
+    reasons = [why(j, v) if why else "" for v in victims]
+    for v, reason in zip(victims, reasons):
+        sched.preempt(v, j, reason)
     nodes = placer(sched, j)
     if nodes is None:
         raise AssertionError(f"oracle: job {j} does not fit after preempting {victims}")
@@ -117,7 +124,7 @@ def eligible(sched: Scheduler, v: int) -> bool:
 
 def scan_lane(lane: list[int], sched: Scheduler, make_room: Callable[[int], list[int] | None] | None,
               placer: Place | None = None, hold: PlainHold | None = None,
-              holds_s: Callable[[int], float] | None = None) -> None:
+              holds_s: Callable[[int], float] | None = None, why: Why | None = None) -> None:
     """Try every job of one queue in order: start it if it fits, else (if allowed) preempt for
     it. After a preemption the scan starts again from the queue's first job, since the
     victims may have freed more than the job took.
@@ -150,7 +157,7 @@ def scan_lane(lane: list[int], sched: Scheduler, make_room: Callable[[int], list
                 closed = passed >= BACKFILL_DEPTH
             i += 1
             continue
-        preempt_and_start(sched, j, victims, placed)
+        preempt_and_start(sched, j, victims, placed, why)
         del remaining[i]
         i = 0
 
@@ -298,7 +305,8 @@ class LegacyOracle(CountsStarts, Legacy):
         """Scan every pending job in priority order; no head-of-line blocking."""
         jobs = sched.jobs
         lane = sorted(sched.pending, key=lambda j: (-jobs[j].priority, j))
-        scan_lane(lane, sched, lambda j, _: choose(sched, j, self.victim_candidates(sched, j), lambda v, c: True))
+        scan_lane(lane, sched, lambda j, _: choose(sched, j, self.victim_candidates(sched, j), lambda v, c: True),
+                  why=lambda j, v: f"priority {jobs[j].priority} over preemptible priority {jobs[v].priority}")
 
     def victim_candidates(self, sched: Scheduler, j: int) -> list[int]:
         """Preemptible running jobs below ``j``'s priority: lowest priority, then the most
@@ -407,7 +415,8 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
         for lane in lanes_of(ordered, sched, self.boost_interactive):
             funded = sched.jobs[lane[0]].leaf != UNALLOCATED
             if funded:
-                scan_lane(lane, sched, partial(self.make_room_for, sched), self.place_funded, hold, holds_s)
+                scan_lane(lane, sched, partial(self.make_room_for, sched), self.place_funded, hold, holds_s,
+                          partial(self.reason, sched))
             else:
                 scan_lane(lane, sched, None, None, hold, holds_s)
 
@@ -469,6 +478,15 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
         reserve = set(self.reserved(sched))
         off = [n for n in range(sched.cluster.nodes) if n not in reserve | kept_off]
         return place(sched, j, off) or place_off(sched, j, kept_off)
+
+    def reason(self, sched: Scheduler, j: int, v: int) -> str:
+        """Why ``v`` yields to ``j``: unallocated, lent from the reserve, or on the more
+        over-served side of their lowest common ancestor."""
+        if sched.jobs[v].leaf == UNALLOCATED:
+            return BACKFILL_REASON
+        if self.lent(sched, j, v):
+            return RESERVE_REASON
+        return self.fair.why(*self.fair.split(sched.jobs[j].leaf, sched.jobs[v].leaf))
 
     def lent(self, sched: Scheduler, j: int, v: int) -> bool:
         """Victim ``v`` borrows the reserve and ``j`` is a debug/interactive job it yields to."""

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import impactlab as il
+from impactlab.events import preemptor
 from impactlab.policies.impactful import Impactful
 
 HOUR_S = 3600.0
@@ -38,7 +39,8 @@ def test_a_funded_job_is_preempted_once_min_of_its_declared_minimum_and_the_cap_
     log = run_tiny(rows, policy="impactful", gpus=8, horizon_s=12 * HOUR_S,
                    budgets=il.BudgetTree.flat({"p": 1, "q": 7}), policy_knobs=KNOBS).events
     preempts = log[log.event == "preempt"]
-    assert preempts[["job_id", "detail"]].values.tolist() == [["long", "by=q1"]]
+    assert preempts.job_id.tolist() == ["long"] and preempts.detail.map(preemptor).tolist() == ["q1"]
+    assert preempts.detail.iloc[0].startswith("by=q1; fair share under root: p served")
     t = preempts.t_s.iloc[0]
     # protected until the contract ends, preempted at the latest one ranking refresh later
     assert protected_h * HOUR_S <= t <= protected_h * HOUR_S + KNOBS["refresh_s"]

@@ -13,7 +13,8 @@ from impactlab import BudgetTree, SimConfig, simulate
 from impactlab.budgets import ROOT
 from impactlab.events import Event, events_frame
 from impactlab.metrics import Window, summarise
-from impactlab.policies.base import BasePolicy, PolicyError
+from impactlab.events import preempt_reason, preemptor
+from impactlab.policies.base import BACKFILL_REASON, RESERVE_REASON, BasePolicy, PolicyError
 from impactlab.trace import validate_trace
 
 NO_RESERVE = {"interactive_reserve": 0.0}  # the whole cluster is for the jobs of these cases
@@ -25,7 +26,7 @@ def test_a_blocked_funded_gang_preempts_at_the_next_refresh_even_if_nothing_else
     log = run_tiny(rows, policy="impactful", gpus=16, budgets=BudgetTree.flat({"p": 1}),
                    policy_knobs=NO_RESERVE).events
     preempt = log[log.event == "preempt"]
-    assert preempt.job_id.tolist() == ["u"] and preempt.detail.tolist() == ["by=g"]
+    assert preempt.job_id.tolist() == ["u"] and preempt.detail.tolist() == [f"by=g; {BACKFILL_REASON}"]
     assert 10 < preempt.t_s.iloc[0] <= 10 + 300  # the first ranking refresh after the gang arrived
 
 
@@ -51,7 +52,10 @@ def test_no_ping_pong_is_judged_on_the_victims_actually_preempted(b_share, preem
     log = run_tiny(rows, policy="impactful", gpus=32, budgets=tree, horizon_s=200, policy_knobs=knobs).events
     preempts = log[log.event == "preempt"]
     assert preempts.job_id.tolist() == preempted
-    assert (preempts.detail == "by=j").all()
+    assert (preempts.detail.map(preemptor) == "j").all()
+    # b1v's side at the root is B, j's is A; B held 20 of 32 GPUs, A 8, usage ~0 after 10 s:
+    # B at (20/32) / (0.7/1.7) = 1.52, A at (8/32) / (1/1.7) = 0.42
+    assert preempts.detail.map(preempt_reason).tolist() == ["fair share under root: B served 1.52 > A 0.42"] * len(preempted)
 
 
 @dataclass
@@ -193,7 +197,7 @@ def test_funded_work_borrows_the_idle_reserve_unprotected_and_yields_it_to_debug
     knobs = {"reserve_min_nodes": 1}
     log = run_tiny(rows, policy="impactful", gpus=16, budgets=tree, horizon_s=1000, policy_knobs=knobs).events
     assert _starts_and_preempts(log) == [(0.0, "start", "t", "0", ""), (5.0, "start", "t2", "1", ""),
-                                         (20.0, "preempt", "t2", "1", "by=d"), (20.0, "start", "d", "1", ""),
+                                         (20.0, "preempt", "t2", "1", f"by=d; {RESERVE_REASON}"), (20.0, "start", "d", "1", ""),
                                          (120.0, "start", "t2", "1", "")]
     # Below reserve_min_nodes (8 by default) a 2-node cluster keeps no reserve: t2 is protected
     # on node 1 and the debug job waits for a node to end.

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from impactlab import REGISTRY, SimConfig, make_policy, simulate
 from impactlab.cluster import held_gpus, nodes_needed
+from impactlab.events import preemptor
 from impactlab.events import jobs_from_trace
 from impactlab.policies.impactful import Impactful
 
@@ -317,7 +318,7 @@ class Run:
         out = []
         for e in self.events:
             if e.event == "preempt":
-                by = e.detail.removeprefix("by=")
+                by = preemptor(e.detail)
                 assert e.detail.startswith("by=") and by in self.rows, f"bad preempt detail {e}"
                 out.append((e, self.rows[e.job_id], self.rows[by]))
         return out

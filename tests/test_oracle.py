@@ -24,6 +24,7 @@ from oracle import ORACLES, FifoOracle, ImpactfulOracle, LegacyOracle
 from pandas.testing import assert_frame_equal
 
 from impactlab import REGISTRY, BudgetTree, GeneratorConfig, SimConfig, generate, simulate
+from impactlab.events import preemptor
 from impactlab.registry import BUILTIN
 from impactlab.simulate import SimResult
 
@@ -243,7 +244,7 @@ def test_gang_traces_exercise_multi_node_preemption_and_backfill():
         multi_node = preempts.nodes.str.count(",") >= 1
         assert multi_node.sum() >= 5, f"{name}: too few multi-node victims"
         gangs = events[(events.event == "start") & (events.nodes.str.count(",") >= 1)].job_id
-        preemptors = preempts.detail.str.removeprefix("by=")
+        preemptors = preempts.detail.map(preemptor)
         assert preemptors.isin(gangs).sum() >= 5, f"{name}: too few multi-node gangs preempt"
     backfilled = log("fifo", {"backfill": True}, 0)
     assert not log("fifo", {}, 0).equals(backfilled), "backfill never started a job early"

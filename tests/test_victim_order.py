@@ -15,6 +15,7 @@ import pytest
 from conftest import DAY_S, run_tiny
 
 import impactlab as il
+from impactlab.events import preemptor
 from impactlab.budgets import ROOT
 from impactlab.policies.impactful import Impactful
 
@@ -36,7 +37,7 @@ def preemptions(rows, shares, gpus=16, horizon_s=5000.0, **knobs):
     """(victim, by) of every preemption of an impactful run, in order."""
     log = run_tiny(rows, policy="impactful", gpus=gpus, horizon_s=horizon_s, budgets=il.BudgetTree.flat(shares),
                    policy_knobs={**KNOBS, **knobs}).events
-    return [(r.job_id, r.detail.removeprefix("by=")) for r in log[log.event == "preempt"].itertuples()]
+    return [(r.job_id, preemptor(r.detail)) for r in log[log.event == "preempt"].itertuples()]
 
 
 @pytest.mark.parametrize("protect_unallocated, victim", [(False, "u"), (True, "f")])

@@ -8,7 +8,7 @@ A policy is a small dataclass whose fields are its knobs. The engine calls it:
 * ``on_start(j, now)`` / ``on_stop(j, now)`` when a job starts or stops running, whoever
   decided it (for usage accounting);
 * ``schedule(now, sched)`` whenever something changed. The pass reads the current state from
-  ``sched`` and makes decisions with ``sched.start(j, nodes)`` and ``sched.preempt(j, by)``. The
+  ``sched`` and makes decisions with ``sched.start(j, nodes)`` and ``sched.preempt(j, by, reason)``. The
   engine validates every decision, applies it at once (so the next read sees it) and raises
   ``PolicyError`` on an impossible one. A policy never mutates engine state otherwise.
 * ``protection_s(job)`` is the contract: for how long after an attempt starts the job may not
@@ -31,6 +31,11 @@ from ..budgets import BudgetTree
 from ..cluster import Cluster
 from ..events import Job
 from ..params import check_fields
+
+
+#: Why a victim was chosen, as policies log it after ``by=<job_id>; `` (``Scheduler.preempt``).
+BACKFILL_REASON = "unallocated backfill yields to funded work"
+RESERVE_REASON = "borrowed the interactive reserve (debug and interactive work reclaim it)"
 
 
 class PolicyError(RuntimeError):
@@ -64,8 +69,9 @@ class Scheduler(Protocol):
     def start(self, j: int, nodes: tuple[int, ...]) -> None:
         """Start pending job ``j`` on ``nodes``."""
 
-    def preempt(self, j: int, by: int) -> None:
-        """Preempt running job ``j`` to make room for job ``by``; it is requeued."""
+    def preempt(self, j: int, by: int, reason: str = "") -> None:
+        """Preempt running job ``j`` to make room for job ``by``; it is requeued. A short
+        ``reason`` (why this victim) is logged after ``by=<job_id>``."""
 
     def wake_at(self, t: float) -> None:
         """Ask for a scheduling pass at time ``t`` even if nothing else happens."""

@@ -64,6 +64,13 @@ class FairTree:
         held = (self.alloc[node] + alloc_delta) / self.capacity
         return (self._used[node] + held) / self.fraction[node]
 
+    def why(self, mine: int, theirs: int) -> str:
+        """Why a job under ``theirs`` yields to one under ``mine`` (the two sides of their lowest
+        common ancestor): how well served each side is now."""
+        names = self.tree.names
+        return (f"fair share under {names[self.tree.parent[mine]]}: {names[theirs]} served "
+                f"{self.served(theirs):.2f} > {names[mine]} {self.served(mine):.2f}")
+
     def split(self, a: int, b: int) -> tuple[int, int] | None:
         """The children of the lowest common ancestor of leaves ``a`` and ``b`` on each side."""
         key = (a, b)

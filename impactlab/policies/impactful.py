@@ -11,7 +11,7 @@ from typing import ClassVar
 from ..events import Job
 from ..params import knob
 from ..units import DAY_S
-from .base import Context, Scheduler
+from .base import BACKFILL_REASON, RESERVE_REASON, Context, Scheduler
 from .fair import BOOSTED_KINDS
 from .fairshare import FairShare
 from .queues import NO_LIMIT, Place, Searches
@@ -203,7 +203,17 @@ class Impactful(FairShare):
             if self.hold is not None and self.hold.constrains(sched, j, False):
                 avoid = avoid | self.hold.nodes  # the nodes reserved for a gang stay out of reach
             victims = choose_victims(sched, j, self.candidates(sched, j, avoid), self._approves(sched, j), avoid)
-        return self.searches.preempt(sched, j, victims)
+        return self.searches.preempt(sched, j, victims, partial(self.why, sched, j))
+
+    def why(self, sched: Scheduler, j: int, v: int) -> str:
+        """Why victim ``v`` yields to job ``j``: it is unallocated, it borrows the reserve ``j``
+        may reclaim, or its side of their lowest common ancestor is the more over-served."""
+        job, victim = sched.jobs[j], sched.jobs[v]
+        if not victim.funded:
+            return BACKFILL_REASON
+        if v in self.borrowers and self.boost and job.kind in BOOSTED_KINDS:
+            return RESERVE_REASON
+        return self.fair.why(*self.fair.split(job.leaf, victim.leaf))  # type: ignore[misc]
 
     def _hopeless(self, sched: Scheduler, job: Job, boosted: bool) -> bool:
         """A single-node job cannot break up gangs: True if every node it may use is too full

@@ -107,4 +107,8 @@ class Legacy(BasePolicy):
         now, started = sched.now, sched.started_at
         ranked = (v for lower in self.victims_at[:level] for v in reversed(lower) if started[v] < now)
         victims = choose_victims(sched, j, ranked)
-        return self.searches.preempt(sched, j, victims)
+        return self.searches.preempt(sched, j, victims, partial(self.why, sched, j))
+
+    def why(self, sched: Scheduler, j: int, v: int) -> str:
+        """Why victim ``v`` yields to job ``j``: a preemptible job of lower priority."""
+        return f"priority {sched.jobs[j].priority} over preemptible priority {sched.jobs[v].priority}"

@@ -216,15 +216,18 @@ class Searches:
             self._started = False
         self.missed_fresh = False
 
-    def preempt(self, sched: Scheduler, j: int, victims: list[int] | None) -> bool:
+    def preempt(self, sched: Scheduler, j: int, victims: list[int] | None,
+                why: Callable[[int], str] | None = None) -> bool:
         """Preempt ``victims`` for job ``j``, or note a failed search (None). True if ``j``
-        can now be placed."""
+        can now be placed. ``why(v)`` is the reason logged for victim ``v``, asked for every
+        victim before the first is preempted (so each sees the state the decision saw)."""
         if victims is None:
             if sched.last_start_s == sched.now:
                 self.missed_fresh = True  # jobs started at this instant become victims later
             return False
-        for v in victims:
-            sched.preempt(v, j)
+        reasons = [why(v) for v in victims] if why is not None else [""] * len(victims)
+        for v, reason in zip(victims, reasons):
+            sched.preempt(v, j, reason)
         return True
 
 
