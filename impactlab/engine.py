@@ -16,6 +16,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from .budgets import BudgetTree
 from .clock import Call, Clock
@@ -24,13 +25,43 @@ from .config import HealthConfig
 from .events import Ev, EventLog, Job
 from .health import NodeHealth
 from .policies.base import Context, Policy, PolicyError
+from .rng import stream
 
-QUEUED, PENDING, RUNNING, DONE, WITHDRAWN = range(5)  # QUEUED = not yet submitted
+QUEUED, PENDING, RUNNING, DONE, WITHDRAWN, KILLED = range(6)  # QUEUED = not yet submitted
 # Event names as plain strings (an enum's ``.value`` is a Python call on every log row).
-SUBMIT, START, PREEMPT, REQUEUE, FINISH, FAIL, WITHDRAW, NODE_DOWN, NODE_UP = (
+SUBMIT, START, PREEMPT, REQUEUE, FINISH, FAIL, WITHDRAW, NODE_DOWN, NODE_UP, KILL, RESUBMIT = (
     Ev.SUBMIT.value, Ev.START.value, Ev.PREEMPT.value, Ev.REQUEUE.value, Ev.FINISH.value,
-    Ev.FAIL.value, Ev.WITHDRAW.value, Ev.NODE_DOWN.value, Ev.NODE_UP.value)
+    Ev.FAIL.value, Ev.WITHDRAW.value, Ev.NODE_DOWN.value, Ev.NODE_UP.value, Ev.KILL.value,
+    Ev.RESUBMIT.value)
 NO_FAILURES = HealthConfig()  # the do-nothing health model
+SESSION = "interactive"  # the kind of job that is a session: preempting it ends it
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Latencies of a real scheduler (docs/model.md section 8); zeros = decisions act at once.
+
+    ``cycle_s``: passes run only at multiples of it; ``startup_s``: every start holds its GPUs
+    this long before making progress.
+    """
+
+    cycle_s: float = 0.0
+    startup_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Sessions:
+    """What preempting an interactive session does (``mode``): "requeue" (the do-nothing
+    default) treats it as any job, rerun from its last checkpoint; "restore" saves it whole and
+    requeues it; "end" ends it (``kill``), and its user submits it again with probability
+    ``resubmit_share`` after ``resubmit_delay_s``."""
+
+    mode: str = "requeue"
+    resubmit_share: float = 0.0
+    resubmit_delay_s: float = 0.0
+
+
+NO_LATENCY, AS_JOBS = Timing(), Sessions()
 
 
 def kept_progress(done_s: float, checkpoint_s: float) -> float:
@@ -58,6 +89,8 @@ class Engine:
         horizon_s: float,
         health: HealthConfig = NO_FAILURES,
         seed: int = 0,
+        timing: Timing = NO_LATENCY,
+        sessions: Sessions = AS_JOBS,
     ):
         self.clock = Clock(self._fire)
         self.now = 0.0  # simulated seconds; set from the clock as each event fires
@@ -70,7 +103,11 @@ class Engine:
         self.remaining = [j.duration_s for j in jobs]
         self.started_at = [math.nan] * n
         self.nodes: list[tuple[int, ...]] = [()] * n
-        self._overhead = [0.0] * n  # paid by the current attempt, or due on the next start
+        self.timing, self.sessions = timing, sessions
+        self._cycle_s, self._tick_at = timing.cycle_s, -math.inf  # next cycle with a pass due
+        self._resubmits = stream(seed, "sessions")
+        # paid by the current attempt, or due on the next start: start-up (+ restart overhead)
+        self._overhead = [timing.startup_s] * n
         # Protection as events see it: set at start, cleared when the protection timer fires,
         # so that it changes only with an event (and counted in cluster.shielded).
         self.shielded = [False] * n
@@ -157,11 +194,31 @@ class Engine:
             self._pass()
 
     def _touch(self) -> None:
-        """Something changed: a scheduling pass runs once this instant's events are done."""
+        """Something changed: a scheduling pass runs once this instant's events are done, or
+        with a cycle, at the next cycle boundary (at most one tick is armed at a time)."""
+        if not self._cycle_s:
+            self._pass_due = True
+            return
+        t = self._boundary(self.now)
+        if t <= self.now:
+            self._pass_due = True
+        elif t != self._tick_at and t < self.horizon_s:
+            self._tick_at = t
+            self.at(t, self._tick)
+
+    def _tick(self) -> None:
         self._pass_due = True
 
+    def _boundary(self, t: float) -> float:
+        """The first cycle boundary (a multiple of ``cycle_s``) at or after ``t``."""
+        k = math.ceil(t / self._cycle_s)
+        return k * self._cycle_s if k * self._cycle_s >= t else (k + 1) * self._cycle_s
+
     def wake_at(self, t: float) -> None:
-        """Schedule a pass at ``t`` (policy request); duplicates are merged."""
+        """Schedule a pass at ``t`` (policy request; with a cycle, at the boundary at or after
+        it); duplicates are merged."""
+        if self._cycle_s:
+            t = self._boundary(t)
         if t <= self.now:
             self._touch()
         elif t < self.horizon_s and t not in self._wakes:
@@ -314,19 +371,41 @@ class Engine:
         self.interrupt(j, PREEMPT, f"by={self.jobs[by].job_id}")
 
     def interrupt(self, j: int, why: str, detail: str) -> None:
-        """Stop a running job early (preemption or failure): keep checkpointed work, requeue it."""
+        """Stop a running job early (preemption or failure): keep checkpointed work, requeue it;
+        a preempted session that is not restorable ends instead (``kill``)."""
         job = self.jobs[j]
         done = min(max(0.0, self.now - self.started_at[j] - self._overhead[j]), self.remaining[j])
-        kept = 0.0 if self.doomed[j] else kept_progress(done, job.checkpoint_s)  # failed hardware keeps nothing
+        mode = self.sessions.mode if why == PREEMPT and job.kind == SESSION else "requeue"
+        if self.doomed[j] or mode == "end":  # failed hardware, or a session gone, keeps nothing
+            kept = 0.0
+        elif mode == "restore":  # saved whole as it is preempted
+            kept = done
+        else:
+            kept = kept_progress(done, job.checkpoint_s)
         self._log(why, job, nodes=self.nodes[j], detail=detail, lost_s=done - kept)
         self.remaining[j] -= kept
-        self._overhead[j] = self.restart_overhead_s
+        self._overhead[j] = self.restart_overhead_s + self.timing.startup_s
+        if mode == "end":
+            self._kill(j)
+            return
         self._stop(j, PENDING)
         self._log(REQUEUE, job)
         if self._in_pass:
             self._requeued.append(j)  # not restarted in the pass that preempted it
         else:
             self._enqueue(j)
+
+    def _kill(self, j: int) -> None:
+        """A preempted session ends; its user may submit it again later (one draw per kill)."""
+        self._stop(j, KILLED)
+        self._log(KILL, self.jobs[j], lost_s=self.remaining[j])  # the session time not had
+        rules = self.sessions
+        if self._resubmits.random() < rules.resubmit_share:
+            self._job_timer(self.now + rules.resubmit_delay_s, self._resubmit, j)
+
+    def _resubmit(self, j: int) -> None:
+        self._log(RESUBMIT, self.jobs[j])
+        self._enqueue(j)
 
     def _stop(self, j: int, state: int) -> None:
         self.state[j] = state
