@@ -421,7 +421,7 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
         contract (none for unallocated work unless protected) ends."""
         job = sched.jobs[j]
         unprotected = job.leaf == UNALLOCATED and not self.protect_unallocated
-        return min(sched.work_left(j), 0.0 if unprotected else min(job.min_runtime_s, self.cap_hours * 3600.0))
+        return min(sched.work_left(j), 0.0 if unprotected else min(job.min_runtime_s, self.cap_s(job)))
 
     def reserved(self, sched: Scheduler) -> list[int]:
         """The interactive reserve: the highest-numbered ceil(share x nodes) nodes, leaving at
