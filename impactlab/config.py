@@ -167,6 +167,10 @@ class SimConfig:
     startup_s: float = Param(
         "startup_s", 30.0, float, "latency", "start-up of every attempt: GPUs held, no progress "
         "(container start and a cached image)", "s", lo=0, hi=86_400, step=5, ui=(0, 600)).field()
+    grace_s: float = Param(
+        "grace_s", 30.0, float, "latency", "a preempted job keeps its GPUs this long after the "
+        "decision (Kubernetes' default terminationGracePeriodSeconds)", "s", lo=0, hi=3600, step=5,
+        ui=(0, 300)).field()
     preempted_sessions: str = Param(
         "preempted_sessions", "end", str, "sessions", "a preempted interactive session ends; or "
         "(what-if) is restored whole; or is requeued like any job", choices=SESSION_MODES).field()

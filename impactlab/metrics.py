@@ -36,9 +36,12 @@ class Window:
 
 def attempts(events: pd.DataFrame, horizon_s: float) -> pd.DataFrame:
     """One row per run attempt: job, GPUs, nodes, start, end (horizon if still running), how it
-    ended, the restart overhead it paid (and after what) and the progress it lost."""
+    ended, the restart overhead it paid (and after what) and the progress it lost.
+
+    A preempted attempt holds its GPUs until their release (the ``requeue`` or ``kill`` after its
+    grace period), and its grace period counts as lost: it holds GPUs and makes no progress."""
     starts = events[events["event"] == "start"]
-    ends = events[events["event"].isin(END_EVENTS)]
+    ends = released(events, horizon_s)
     left = pd.DataFrame({"job_id": starts["job_id"].to_numpy(), "n": starts.groupby("job_id").cumcount().to_numpy(),
                          "gpus": starts["gpus"].to_numpy(), "nodes": starts["nodes"].to_numpy(),
                          "start_s": starts["t_s"].to_numpy(), "overhead_s": starts["overhead_s"].to_numpy()})
@@ -51,6 +54,21 @@ def attempts(events: pd.DataFrame, horizon_s: float) -> pd.DataFrame:
     out["lost_s"] = out["lost_s"].fillna(0.0)
     out["restart_after"] = out.groupby("job_id")["ended_by"].shift(1).fillna("")  # what the overhead pays for
     return out
+
+
+def released(events: pd.DataFrame, horizon_s: float) -> pd.DataFrame:
+    """The rows that end attempts, a preemption's ``t_s`` moved to its release (the job's next
+    row, a ``requeue`` or ``kill``; the horizon if still in grace) and its grace added to ``lost_s``."""
+    nxt = events.groupby("job_id")["t_s"].shift(-1)
+    nxt_event = events.groupby("job_id")["event"].shift(-1)
+    mask = events["event"].isin(END_EVENTS)
+    ends = events[mask]
+    preempt = (ends["event"] == "preempt").to_numpy()
+    if not preempt.any():
+        return ends
+    release = np.where(nxt_event[mask].isin(["requeue", "kill"]), nxt[mask], horizon_s)
+    end_s = np.where(preempt, release, ends["t_s"].to_numpy())
+    return ends.assign(t_s=end_s, lost_s=ends["lost_s"].to_numpy() + (end_s - ends["t_s"].to_numpy()))
 
 
 def job_table(events: pd.DataFrame, trace: pd.DataFrame, horizon_s: float,

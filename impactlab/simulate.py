@@ -62,7 +62,7 @@ def simulate(config: SimConfig | None = None, trace: pd.DataFrame | None = None,
     policy = policy or make_policy(config.policy, **config.policy_knobs)
     engine = Engine(jobs, tree, Cluster(config.nodes, config.gpus_per_node), policy,
                     config.restart_overhead_s, config.horizon_s, config.health, config.seed,
-                    timing=Timing(config.cycle_s, config.startup_s),
+                    timing=Timing(config.cycle_s, config.startup_s, config.grace_s),
                     sessions=Sessions(config.preempted_sessions, config.session_resubmit_share,
                                       config.session_resubmit_delay_s))
     began = time.perf_counter()

@@ -9,6 +9,7 @@ log order.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections import defaultdict
@@ -78,10 +79,29 @@ CODES = {
 LIFECYCLE = re.compile(r"S(R[PF]Q|RPKB)*(RD?|W|RPK)?")
 END_EVENTS = ("finish", "preempt", "fail")
 READY = ("submit", "requeue", "resubmit")  # events after which a job is pending
-#: Latencies and the sessions' rule a random case runs with: (cycle_s, startup_s,
+#: Latencies and the sessions' rule a random case runs with: (cycle_s, startup_s, grace_s,
 #: preempted_sessions, session_resubmit_share).
-TIMINGS = [(0.0, 0.0, "requeue", 0.0), (30.0, 30.0, "end", 0.5), (0.0, 20.0, "restore", 0.0),
-           (45.0, 0.0, "end", 1.0), (30.0, 0.0, "end", 0.0)]
+TIMING_KEYS = ("cycle_s", "startup_s", "grace_s", "preempted_sessions", "session_resubmit_share")
+TIMINGS = [(0.0, 0.0, 0.0, "requeue", 0.0), (30.0, 30.0, 30.0, "end", 0.5), (0.0, 20.0, 0.0, "restore", 0.0),
+           (45.0, 0.0, 0.0, "end", 1.0), (0.0, 0.0, 40.0, "end", 0.0), (30.0, 0.0, 60.0, "requeue", 0.0)]
+
+
+class Releases:
+    """Which event frees a job's GPUs: a finish or failure at once, a preemption at its release
+    (the ``requeue`` or ``kill`` after its grace period, at once without one)."""
+
+    def __init__(self) -> None:
+        self.preempted: dict[str, list[int]] = {}
+
+    def freed(self, e) -> list[int]:
+        """Nodes whose GPUs (``e.gpus`` over them) event ``e`` gives back."""
+        if e.event in ("finish", "fail"):
+            return parse_nodes(e.nodes)
+        if e.event == "preempt":
+            self.preempted[e.job_id] = parse_nodes(e.nodes)
+        elif e.event in ("requeue", "kill"):
+            return self.preempted.pop(e.job_id, [])
+        return []
 TOL = 1e-6
 
 
@@ -118,7 +138,7 @@ class RandomInputs:
             warmup_days=0.0,
             restart_overhead_s=self.overhead_s,
             policy_knobs=dict(knobs),
-            **dict(zip(("cycle_s", "startup_s", "preempted_sessions", "session_resubmit_share"), self.timing)),
+            **dict(zip(TIMING_KEYS, self.timing)),
         )
 
     def simulate(self, policy: str, knobs: Knobs):
@@ -237,7 +257,7 @@ class Run:
         cfg = result.config
         self.per, self.capacity, self.n_nodes = cfg.gpus_per_node, cfg.gpus, cfg.nodes
         self.horizon_s, self.overhead_s = cfg.horizon_s, cfg.restart_overhead_s
-        self.cycle_s, self.startup_s = cfg.cycle_s, cfg.startup_s
+        self.cycle_s, self.startup_s, self.grace_s = cfg.cycle_s, cfg.startup_s, cfg.grace_s
         self.sessions, self.resubmit_delay_s = cfg.preempted_sessions, cfg.session_resubmit_delay_s
         self.events = list(result.events.itertuples(index=False))
         self.by_job: dict[str, list] = defaultdict(list)
@@ -336,6 +356,21 @@ class Run:
                 out.append((e, self.rows[e.job_id], self.rows[by]))
         return out
 
+    def in_grace(self):
+        """A test of time ``t``: is some preempted job in its grace period at ``t`` (its end
+        included: a start waiting for its GPUs is logged then)? GPUs in grace are free to the
+        engine, held in the log."""
+        opened, closed, preempted = [], [], set()
+        for e in self.events:
+            if e.event == "preempt":
+                opened.append(e.t_s)
+                preempted.add(e.job_id)
+            elif e.event in ("requeue", "kill") and e.job_id in preempted:
+                preempted.discard(e.job_id)
+                closed.append(e.t_s)
+        closed.sort()
+        return lambda t: bisect.bisect_right(opened, t) > bisect.bisect_left(closed, t)
+
     def passes_at(self, t: float) -> bool:
         """Whether a scheduling pass may run at ``t``: always, or with a cycle at its multiples."""
         return not self.cycle_s or t == math.ceil(t / self.cycle_s) * self.cycle_s
@@ -349,6 +384,7 @@ class Run:
         every instant at which something happened."""
         free = [self.per] * self.n_nodes
         pending: set[str] = set()
+        releases = Releases()
         k = 0
         while k < len(self.events):
             t = self.events[k].t_s
@@ -361,10 +397,10 @@ class Run:
                     for n in parse_nodes(e.nodes):
                         free[n] -= share
                     pending.discard(e.job_id)
-                elif e.event in END_EVENTS:
-                    for n in parse_nodes(e.nodes):
-                        free[n] += share
-                elif e.event in READY:
+                freed = releases.freed(e)
+                for n in freed:
+                    free[n] += e.gpus // len(freed)
+                if e.event in READY:
                     pending.add(e.job_id)
                 elif e.event == "withdraw":
                     pending.discard(e.job_id)
@@ -394,6 +430,7 @@ def test_gpus_in_use_never_exceed_node_or_cluster_capacity(variant, case):
     used = [0] * run.n_nodes
     down: set[int] = set()
     holding: dict[str, list[int]] = {}
+    releases = Releases()
     for k, e in enumerate(run.events):
         nodes = parse_nodes(e.nodes)
         if e.event == "start":
@@ -409,9 +446,12 @@ def test_gpus_in_use_never_exceed_node_or_cluster_capacity(variant, case):
                 used[n] += e.gpus // len(nodes)
             holding[e.job_id] = nodes
         elif e.event in END_EVENTS:
-            assert nodes == holding.pop(e.job_id), f"{e.event} on other nodes than its start: {e}"
-            for n in nodes:
-                used[n] -= e.gpus // len(nodes)
+            assert nodes == holding[e.job_id], f"{e.event} on other nodes than its start: {e}"
+        freed = releases.freed(e)
+        if freed:
+            assert freed == holding.pop(e.job_id), f"{e.event} frees other nodes than its start: {e}"
+            for n in freed:
+                used[n] -= e.gpus // len(freed)
         elif e.event in ("node_down", "node_up"):
             for n in nodes:
                 (down.add if e.event == "node_down" else down.discard)(n)
@@ -430,6 +470,7 @@ def test_every_start_is_a_best_fit_placement(variant, case):
     run = run_of(variant, case)
     free = [run.per] * run.n_nodes
     pending: set[str] = set()
+    releases, in_grace = Releases(), run.in_grace()
     for e in run.events:
         nodes = parse_nodes(e.nodes)
         if e.event in READY:
@@ -439,7 +480,9 @@ def test_every_start_is_a_best_fit_placement(variant, case):
         elif e.event == "start":
             pending.discard(e.job_id)
             expected = run.place(free, e.job_id)
-            if run.reserves and tuple(nodes) != expected:
+            if in_grace(e.t_s):  # placed on the engine's view, where GPUs in grace count as free
+                assert all(free[n] >= e.gpus // len(nodes) for n in nodes), f"{e}: no room on {nodes}"
+            elif run.reserves and tuple(nodes) != expected:
                 assert all(free[n] >= e.gpus // len(nodes) for n in nodes), f"{e}: no room on {nodes}"
                 if run.policy == "fairshare":  # (in impactful, victims may free the holder's room mid-pass)
                     assert any(run.place(free, j) is None for j in pending), f"{e}: off best fit, no holder"
@@ -447,9 +490,9 @@ def test_every_start_is_a_best_fit_placement(variant, case):
                 assert tuple(nodes) == expected, f"{e}: expected nodes {expected} with free GPUs {free}"
             for n in nodes:
                 free[n] -= e.gpus // len(nodes)
-        elif e.event in END_EVENTS:
-            for n in nodes:
-                free[n] += e.gpus // len(nodes)
+        freed = releases.freed(e)
+        for n in freed:
+            free[n] += e.gpus // len(freed)
 
 
 @rule(max_examples=10, policies=("impactful",))
@@ -465,18 +508,20 @@ def test_funded_work_that_fits_off_the_reserve_preempts_only_off_the_reserve(var
 def test_the_reserve_is_borrowed_only_when_nothing_fits_off_it_and_borrowers_are_unprotected(variant, case):
     run = run_of(variant, case)
     free = [run.per] * run.n_nodes
+    releases, in_grace = Releases(), run.in_grace()
     for e in run.events:
         nodes = parse_nodes(e.nodes)
         if e.event == "start":
             if run.borrows(e):
                 off = [-1 if n in run.reserve else f for n, f in enumerate(free)]
-                assert best_fit(off, run.rows[e.job_id].gpus, run.per) is None, f"{e} borrowed needlessly"
+                if not in_grace(e.t_s):  # (GPUs in grace are free to the engine, held in the log)
+                    assert best_fit(off, run.rows[e.job_id].gpus, run.per) is None, f"{e} borrowed needlessly"
                 assert run.contract_of(e) == 0.0
             for n in nodes:
                 free[n] -= e.gpus // len(nodes)
-        elif e.event in END_EVENTS:
-            for n in nodes:
-                free[n] += e.gpus // len(nodes)
+        freed = releases.freed(e)
+        for n in freed:
+            free[n] += e.gpus // len(freed)
 
 
 # ----- lifecycle -------------------------------------------------------------------------------
@@ -488,11 +533,13 @@ def test_each_job_follows_the_lifecycle_grammar(variant, case):
         assert LIFECYCLE.fullmatch(word), f"job {jid}: {[e.event for e in evs]}"
         for a, b in pairwise(evs):
             assert a.t_s <= b.t_s, f"job {jid}: events out of time order"
+            # a preempted job is released after its grace period (sooner if its node fails)
+            released = b.t_s == a.t_s or (a.event == "preempt" and a.t_s < b.t_s <= a.t_s + run.grace_s + TOL)
             if b.event == "requeue":
-                assert b.t_s == a.t_s, f"job {jid}: requeued later than it was interrupted"
+                assert released, f"job {jid}: requeued later than it was interrupted"
                 assert not (a.event == "preempt" and run.session_ends(jid)), f"job {jid}: a session requeued"
             if b.event == "kill":
-                assert b.t_s == a.t_s and run.session_ends(jid), f"job {jid}: killed but not a session"
+                assert released and run.session_ends(jid), f"job {jid}: killed but not a session"
             if b.event == "resubmit":
                 assert close(b.t_s, a.t_s + run.resubmit_delay_s), f"job {jid}: resubmitted at {b.t_s}"
 
@@ -682,8 +729,8 @@ def test_fifo_and_fairshare_never_preempt(variant, case):
 @rule(max_examples=10)
 def test_every_preemption_starts_the_job_it_made_room_for(variant, case):
     run = run_of(variant, case)
-    for e, victim, by in run.preemptions():
-        starts = [s for s in run.by_job[by.job_id] if s.event == "start" and s.t_s == e.t_s]
+    for e, victim, by in run.preemptions():  # (once the victim's grace period is over)
+        starts = [s for s in run.by_job[by.job_id] if s.event == "start" and e.t_s <= s.t_s <= e.t_s + run.grace_s]
         assert starts, (
             f"{victim.job_id} was preempted for {by.job_id}, which did not start at t={e.t_s}"
         )
@@ -704,8 +751,9 @@ def test_no_pending_job_fits_at_the_end_of_an_instant(variant, case):
     startable head job waiting. (A job that may not use impactful's reserve does not fit there.)"""
     run = run_of(variant, case)
     fifo = run.policy == "fifo"
+    in_grace = run.in_grace()
     for t, free, pending, _ in run.instants():
-        if not run.passes_at(t):
+        if not run.passes_at(t) or in_grace(t):  # (GPUs in grace look free in the log)
             continue
         waiting = sorted(pending, key=lambda j: (run.rows[j].submit_s, j))
         if run.reserves and (run.policy != "fairshare" or any(run.place(free, j) is None for j in waiting)):
@@ -722,8 +770,9 @@ def test_no_job_that_fits_the_cluster_waits_on_an_idle_cluster(variant, case):
     """Whatever the reserve, reservations or ordering, a cluster with nothing running and a job
     waiting that fits the cluster (every valid job does) is never left like that."""
     run = run_of(variant, case)
+    in_grace = run.in_grace()
     for t, free, pending, _ in run.instants():
-        if pending and all(f == run.per for f in free) and run.passes_at(t):
+        if pending and all(f == run.per for f in free) and run.passes_at(t) and not in_grace(t):
             fits = [j for j in pending if run.rows[j].gpus <= run.capacity]
             assert not fits, f"t={t}: the cluster is idle and {sorted(fits)} wait"
 
