@@ -123,7 +123,7 @@ class Engine:
         self._armed: set[int] = set()  # sequence numbers of agenda entries on simpy's queue
         self.pending: set[int] = set()
         self.epoch = 0  # bumped whenever GPUs are freed or protection ends (room may appear)
-        self.last_start_s = -math.inf  # jobs started at this instant are not yet preemptible
+        self.last_start_s = -math.inf  # latest start: jobs starting at or after now are not yet preemptible
         self.running: set[int] = set()
         self.on_node: list[set[int]] = [set() for _ in range(cluster.nodes)]
         self.log = EventLog()
@@ -294,7 +294,7 @@ class Engine:
         self.running.add(j)
         for n in nodes:
             self.on_node[n].add(j)
-        self.nodes[j], self.started_at[j], self.last_start_s = nodes, begin, now
+        self.nodes[j], self.started_at[j], self.last_start_s = nodes, begin, max(self.last_start_s, begin)
         protected_until = begin + self.policy.protection_s(job)
         if begin > now:  # not a victim before it begins (started_at is ahead) and shielded meanwhile
             self._job_timer(begin, self._begin, j)

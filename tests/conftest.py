@@ -84,9 +84,9 @@ def tree() -> BudgetTree:
     return small_tree()
 
 
-#: The model without latencies, where preempted sessions requeue like any job: hand-computed
-#: cases of the scheduling rules are written for it.
-INSTANT = {"cycle_s": 0.0, "startup_s": 0.0, "preempted_sessions": "requeue"}
+#: The model without latencies (decisions act at once), where preempted sessions requeue like
+#: any job: hand-computed cases of the scheduling rules are written for it.
+INSTANT = {"cycle_s": 0.0, "startup_s": 0.0, "grace_s": 0.0, "preempted_sessions": "requeue"}
 
 
 def run_tiny(

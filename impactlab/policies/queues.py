@@ -220,7 +220,7 @@ class Searches:
         """Preempt ``victims`` for job ``j``, or note a failed search (None). True if ``j``
         can now be placed."""
         if victims is None:
-            if sched.last_start_s == sched.now:
+            if sched.last_start_s >= sched.now:
                 self.missed_fresh = True  # jobs started at this instant become victims later
             return False
         for v in victims:
@@ -254,5 +254,5 @@ class PassGate:
         and ``fresh_matter``: they become possible victims as soon as time moves on. A policy
         passes False when they cannot change the next pass (no preemption, or no search
         failed for want of them)."""
-        self.epoch = -1 if fresh_matter and sched.last_start_s == sched.now else sched.epoch
+        self.epoch = -1 if fresh_matter and sched.last_start_s >= sched.now else sched.epoch
         self.news = False
