@@ -32,9 +32,10 @@ COUNTS = ("preemptions", "lost_gpu_hours", "withdrawn", "sessions_killed", "sess
           "session_lost_gpu_hours", "session_cut_gpu_hours", "resubmits", "node_failures", "human_repairs",
           "auto_repairs", "jobs_hit", "failure_lost_gpu_hours")
 #: Per-kind columns of the readable summary: (summary key, heading, format).
-KIND_CELLS = (("jobs", "jobs", "d"), ("preemptions", "preempts", "d"), ("preempted_share", "preempted", ".2f"),
-              ("killed", "killed", "d"), ("killed_share", "killed %", ".2f"), ("lost_gpu_hours", "lost GPU-h", ".1f"),
-              ("cut_gpu_hours", "cut GPU-h", ".1f"), ("queued_p90_s", "queued p90", ".0f"))
+KIND_CELLS = (("jobs", "jobs", "d"), ("preemptions", "preempts", "d"), ("preempted_share", "preempt sh", ".2f"),
+              ("killed", "killed", "d"), ("killed_share", "kill share", ".2f"),
+              ("lost_gpu_hours", "lost GPU-h", ".1f"), ("cut_gpu_hours", "cut GPU-h", ".1f"),
+              ("queued_p90_s", "queued p90", ".0f"))
 
 
 class UsageError(Exception):

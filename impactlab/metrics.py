@@ -338,10 +338,16 @@ def session_summary(events: pd.DataFrame, att: pd.DataFrame, table: pd.DataFrame
         "sessions_killed": len(kills),
         "sessions_killed_share": _ratio(kills["job_id"].nunique(), ran.nunique()),
         "session_lost_gpu_hours": lost_to(session_att, "preempt", window) / 3600.0,
-        "session_cut_gpu_hours": float((kills["gpus"] * kills["lost_s"])[~_resubmitted(events, kills)].sum()) / 3600.0,
+        "session_cut_gpu_hours": cut_gpu_s(events, kills) / 3600.0,
         "resubmits": len(in_window(events[events["event"] == "resubmit"], window)),
         "resubmit_wait_s": percentiles(resubmit_waits(events, window)),
     }
+
+
+def cut_gpu_s(events: pd.DataFrame, kills: pd.DataFrame) -> float:
+    """GPU-seconds of session time cut by ``kills`` (rows of the log) and never had: the
+    sessions their users did not submit again."""
+    return float((kills["gpus"] * kills["lost_s"])[~_resubmitted(events, kills)].sum())
 
 
 def _resubmitted(events: pd.DataFrame, kills: pd.DataFrame) -> np.ndarray:
@@ -376,7 +382,6 @@ def by_kind(events: pd.DataFrame, att: pd.DataFrame, table: pd.DataFrame, held_s
         mine, hits = inside[inside["kind"] == k], ev[ev["kind"] == k]
         ran_jobs = ran.loc[ran["job_id"].map(kind).to_numpy() == k, "job_id"].nunique()
         kills = hits[hits["event"] == "kill"]
-        cut = (kills["gpus"] * kills["lost_s"])[~_resubmitted(events, kills)].sum()
         waits, queued = percentiles(mine["wait_s"]), percentiles(mine["queued_s"])
         rows.append({
             "kind": k, "jobs": len(mine), "finished": int((mine["state"] == "finished").sum()),
@@ -386,7 +391,7 @@ def by_kind(events: pd.DataFrame, att: pd.DataFrame, table: pd.DataFrame, held_s
             "killed": len(kills), "killed_share": _ratio(kills["job_id"].nunique(), ran_jobs),
             "gpu_hours": float(held_s[att_kind == k].sum()) / 3600.0,
             "lost_gpu_hours": lost_to(att[att_kind == k], "preempt", window) / 3600.0,
-            "cut_gpu_hours": float(cut) / 3600.0,
+            "cut_gpu_hours": cut_gpu_s(events, kills) / 3600.0,
             "wait_p50_s": waits["p50"], "wait_p90_s": waits["p90"], "queued_p90_s": queued["p90"],
         })
     return pd.DataFrame(rows, columns=KIND_COLUMNS)

@@ -64,7 +64,8 @@ ORACLE_KNOBS = {
     "fifo": {"backfill", "backfill_depth"},
     "legacy": set(),
     "fairshare": {"half_life_days", "refresh_s", "backfill_reservation"},
-    "impactful": {"window_days", "cap_hours", "cap_hours_interactive", "protect_unallocated", "half_life_days", "refresh_s",
+    "impactful": {"window_days", "cap_hours", "cap_hours_interactive", "protect_unallocated",
+                  "half_life_days", "refresh_s",
                   "boost_interactive", "max_victim_ratio", "gangs_preempt_every_pass", "interactive_reserve",
                   "reserve_min_nodes", "backfill_reservation"},
 }

@@ -50,7 +50,9 @@ class Scheduler(Protocol):
     started_at: list[float]
     shielded: list[bool]  # protected right now (cleared by the event that ends protection)
     epoch: int  # changes whenever GPUs are freed or a protection ends
-    last_start_s: float  # latest start (ahead of now for a start waiting for GPUs in grace); jobs starting at or after ``now`` are not yet victims
+    # The latest start (ahead of now for a start waiting for GPUs in a grace period): jobs
+    # starting at or after ``now`` are not yet victims.
+    last_start_s: float
 
     def protected(self, j: int) -> bool:
         """True while job ``j``'s current attempt is protected from preemption (``shielded[j]``)."""
