@@ -74,9 +74,10 @@ CODES = {
 }
 # submit, then attempts interrupted by a preemption or failure (each followed at once by a
 # requeue), or by a preemption that ends a session (a kill) which its user submits again, then
-# optionally a last attempt (still running, finished, or a killed session) or a withdrawal from
-# the queue. Withdrawal happens only to a pending job.
-LIFECYCLE = re.compile(r"S(R[PF]Q|RPKB)*(RD?|W|RPK)?")
+# optionally a last attempt (still running, finished, a killed session, or preempted and still
+# in its grace period at the end) or a withdrawal from the queue. Withdrawal happens only to a
+# pending job.
+LIFECYCLE = re.compile(r"S(R[PF]Q|RPKB)*(RD?|W|RPK?)?")
 END_EVENTS = ("finish", "preempt", "fail")
 READY = ("submit", "requeue", "resubmit")  # events after which a job is pending
 #: Latencies and the sessions' rule a random case runs with: (cycle_s, startup_s, grace_s,
@@ -531,6 +532,8 @@ def test_each_job_follows_the_lifecycle_grammar(variant, case):
     for jid, evs in run.by_job.items():
         word = "".join(CODES[e.event] for e in evs)
         assert LIFECYCLE.fullmatch(word), f"job {jid}: {[e.event for e in evs]}"
+        if word.endswith("P"):  # its release falls after the end of the run
+            assert evs[-1].t_s + run.grace_s >= run.horizon_s, f"job {jid}: never released"
         for a, b in pairwise(evs):
             assert a.t_s <= b.t_s, f"job {jid}: events out of time order"
             # a preempted job is released after its grace period (sooner if its node fails)
