@@ -30,8 +30,14 @@ log = logging.getLogger("impactlab")
 
 HEADLINE = ("availability", "occupancy", "occupancy_funded", "occupancy_unallocated", "utilization",
             "impact", "impact_strict", "unallocated_share", "jain", "requested_ratio")
-COUNTS = ("preemptions", "lost_gpu_hours", "withdrawn", "queued_at_end", "node_failures", "human_repairs", "auto_repairs",
-          "jobs_hit", "failure_lost_gpu_hours")
+COUNTS = ("preemptions", "lost_gpu_hours", "withdrawn", "queued_at_end", "sessions_killed", "sessions_killed_share",
+          "session_lost_gpu_hours", "session_cut_gpu_hours", "resubmits", "node_failures", "human_repairs",
+          "auto_repairs", "jobs_hit", "failure_lost_gpu_hours")
+#: Per-kind columns of the readable summary: (summary key, heading, format).
+KIND_CELLS = (("jobs", "jobs", "d"), ("preemptions", "preempts", "d"), ("preempted_share", "preempt sh", ".2f"),
+              ("killed", "killed", "d"), ("killed_share", "kill share", ".2f"),
+              ("lost_gpu_hours", "lost GPU-h", ".1f"), ("cut_gpu_hours", "cut GPU-h", ".1f"),
+              ("queued_p90_s", "queued p90", ".0f"))
 
 
 class UsageError(Exception):
@@ -264,7 +270,16 @@ def format_table(summary: dict) -> str:
     for kind, w in summary["wait_s"].items():
         cells = " ".join(_cell(w[p], ".0f", 9) for p in ("p50", "p90", "p99"))
         lines.append(f"  {kind:14} {cells} {w['n']:6d}")
-    return "\n".join(lines)
+    return "\n".join(lines + format_kinds(summary["by_kind"]))
+
+
+def format_kinds(by_kind: dict[str, dict]) -> list[str]:
+    """The per-kind table of a summary: outcomes, preemptions, kills and lost GPU-hours."""
+    lines = ["", f"  {'per kind':14}" + "".join(f"{head:>11}" for _, head, _ in KIND_CELLS)]
+    for kind, row in by_kind.items():
+        cells = "".join(f"{'-':>11}" if row[key] is None else f"{row[key]:11{fmt}}" for key, _, fmt in KIND_CELLS)
+        lines.append(f"  {kind:14}{cells}")
+    return lines
 
 
 def format_comparison(summaries: list[dict]) -> str:

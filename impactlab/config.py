@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 RepairMode = Literal["automatic", "manual"]
 REPAIR_MODES: tuple[RepairMode, ...] = ("automatic", "manual")
+SESSION_MODES = ("end", "restore", "requeue")  # what preempting an interactive session does
 SHARE_PREFIX = "share."  # flat key of a budget-share override: "share.<tree node>"
 
 # ----- the declarations shared by the run and the generator ------------------------------------
@@ -163,6 +164,26 @@ class SimConfig:
     restart_overhead_s: float = Param(
         "restart_overhead_s", 60.0, float, "policy", "paid by a preempted or failed job when it "
         "starts again", "s", lo=0, hi=86_400, step=10, ui=(0, 1800)).field()
+    cycle_s: float = Param(
+        "cycle_s", 30.0, float, "latency", "scheduling cycle: passes run at multiples of it "
+        "(0: at once after every change; Slurm's bf_interval default)", "s", lo=0, hi=3600, step=5,
+        ui=(0, 300)).field()
+    startup_s: float = Param(
+        "startup_s", 30.0, float, "latency", "start-up of every attempt: GPUs held, no progress "
+        "(container start and a cached image)", "s", lo=0, hi=86_400, step=5, ui=(0, 600)).field()
+    grace_s: float = Param(
+        "grace_s", 30.0, float, "latency", "a preempted job keeps its GPUs this long after the "
+        "decision (Kubernetes' default terminationGracePeriodSeconds)", "s", lo=0, hi=3600, step=5,
+        ui=(0, 300)).field()
+    preempted_sessions: str = Param(
+        "preempted_sessions", "end", str, "sessions", "a preempted interactive session ends; or "
+        "(what-if) is restored whole; or is requeued like any job", choices=SESSION_MODES).field()
+    session_resubmit_share: float = Param(
+        "session_resubmit_share", 0.5, float, "sessions", "share of killed sessions their user "
+        "submits again", lo=0, hi=1, step=0.05).field()
+    session_resubmit_delay_s: float = Param(
+        "session_resubmit_delay_s", 600.0, float, "sessions", "how long after a kill the user "
+        "submits the session again", "s", lo=0, hi=86_400, step=60, ui=(0, 7200)).field()
     warmup_days: float | None = Param(
         "warmup_days", None, float, "policy", "left out of the metrics (none: the fair-share "
         "window, 7 days, at most half the run)", "days", lo=0, hi=1e5, nullable=True).field()

@@ -16,21 +16,56 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from .budgets import BudgetTree
 from .clock import Call, Clock
 from .cluster import Cluster
 from .config import HealthConfig
 from .events import Ev, EventLog, Job
+from .grace import GraceBook
 from .health import NodeHealth
 from .policies.base import Context, Policy, PolicyError
+from .rng import stream
 
-QUEUED, PENDING, RUNNING, DONE, WITHDRAWN = range(5)  # QUEUED = not yet submitted
+# QUEUED = not yet submitted; LEAVING = preempted, holding its GPUs for the grace period
+QUEUED, PENDING, RUNNING, DONE, WITHDRAWN, KILLED, LEAVING = range(7)
 # Event names as plain strings (an enum's ``.value`` is a Python call on every log row).
-SUBMIT, START, PREEMPT, REQUEUE, FINISH, FAIL, WITHDRAW, NODE_DOWN, NODE_UP = (
+SUBMIT, START, PREEMPT, REQUEUE, FINISH, FAIL, WITHDRAW, NODE_DOWN, NODE_UP, KILL, RESUBMIT = (
     Ev.SUBMIT.value, Ev.START.value, Ev.PREEMPT.value, Ev.REQUEUE.value, Ev.FINISH.value,
-    Ev.FAIL.value, Ev.WITHDRAW.value, Ev.NODE_DOWN.value, Ev.NODE_UP.value)
+    Ev.FAIL.value, Ev.WITHDRAW.value, Ev.NODE_DOWN.value, Ev.NODE_UP.value, Ev.KILL.value,
+    Ev.RESUBMIT.value)
 NO_FAILURES = HealthConfig()  # the do-nothing health model
+SESSION = "interactive"  # the kind of job that is a session: preempting it ends it
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Latencies of a real scheduler (docs/model.md section 8); zeros = decisions act at once.
+
+    ``cycle_s``: passes run only at multiples of it; ``startup_s``: every start holds its GPUs
+    this long before making progress; ``grace_s``: a preempted job keeps its GPUs this long
+    after the decision, and the job that takes them starts once they are released.
+    """
+
+    cycle_s: float = 0.0
+    startup_s: float = 0.0
+    grace_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Sessions:
+    """What preempting an interactive session does (``mode``): "requeue" (the do-nothing
+    default) treats it as any job, rerun from its last checkpoint; "restore" saves it whole and
+    requeues it; "end" ends it (``kill``), and its user submits it again with probability
+    ``resubmit_share`` after ``resubmit_delay_s``."""
+
+    mode: str = "requeue"
+    resubmit_share: float = 0.0
+    resubmit_delay_s: float = 0.0
+
+
+NO_LATENCY, AS_JOBS = Timing(), Sessions()
 
 
 def kept_progress(done_s: float, checkpoint_s: float) -> float:
@@ -58,6 +93,8 @@ class Engine:
         horizon_s: float,
         health: HealthConfig = NO_FAILURES,
         seed: int = 0,
+        timing: Timing = NO_LATENCY,
+        sessions: Sessions = AS_JOBS,
     ):
         self.clock = Clock(self._fire)
         self.now = 0.0  # simulated seconds; set from the clock as each event fires
@@ -70,7 +107,13 @@ class Engine:
         self.remaining = [j.duration_s for j in jobs]
         self.started_at = [math.nan] * n
         self.nodes: list[tuple[int, ...]] = [()] * n
-        self._overhead = [0.0] * n  # paid by the current attempt, or due on the next start
+        self.timing, self.sessions = timing, sessions
+        self._cycle_s, self._tick_at = timing.cycle_s, -math.inf  # next cycle with a pass due
+        self._resubmits = stream(seed, "sessions")
+        self.leaving: dict[int, bool] = {}  # preempted jobs in their grace period -> whether killed
+        self.grace = GraceBook(cluster.nodes)
+        # paid by the current attempt, or due on the next start: start-up (+ restart overhead)
+        self._overhead = [timing.startup_s] * n
         # Protection as events see it: set at start, cleared when the protection timer fires,
         # so that it changes only with an event (and counted in cluster.shielded).
         self.shielded = [False] * n
@@ -80,7 +123,7 @@ class Engine:
         self._armed: set[int] = set()  # sequence numbers of agenda entries on simpy's queue
         self.pending: set[int] = set()
         self.epoch = 0  # bumped whenever GPUs are freed or protection ends (room may appear)
-        self.last_start_s = -math.inf  # jobs started at this instant are not yet preemptible
+        self.last_start_s = -math.inf  # latest start: jobs starting at or after now are not yet preemptible
         self.running: set[int] = set()
         self.on_node: list[set[int]] = [set() for _ in range(cluster.nodes)]
         self.log = EventLog()
@@ -157,11 +200,31 @@ class Engine:
             self._pass()
 
     def _touch(self) -> None:
-        """Something changed: a scheduling pass runs once this instant's events are done."""
+        """Something changed: a scheduling pass runs once this instant's events are done, or
+        with a cycle, at the next cycle boundary (at most one tick is armed at a time)."""
+        if not self._cycle_s:
+            self._pass_due = True
+            return
+        t = self._boundary(self.now)
+        if t <= self.now:
+            self._pass_due = True
+        elif t != self._tick_at and t < self.horizon_s:
+            self._tick_at = t
+            self.at(t, self._tick)
+
+    def _tick(self) -> None:
         self._pass_due = True
 
+    def _boundary(self, t: float) -> float:
+        """The first cycle boundary (a multiple of ``cycle_s``) at or after ``t``."""
+        k = math.ceil(t / self._cycle_s)
+        return k * self._cycle_s if k * self._cycle_s >= t else (k + 1) * self._cycle_s
+
     def wake_at(self, t: float) -> None:
-        """Schedule a pass at ``t`` (policy request); duplicates are merged."""
+        """Schedule a pass at ``t`` (policy request; with a cycle, at the boundary at or after
+        it); duplicates are merged."""
+        if self._cycle_s:
+            t = self._boundary(t)
         if t <= self.now:
             self._touch()
         elif t < self.horizon_s and t not in self._wakes:
@@ -222,25 +285,40 @@ class Engine:
         except RuntimeError as err:
             raise PolicyError(f"{self.policy.name}: cannot start job {job.job_id}: {err}") from None
         now = self.now
+        # GPUs still in a victim's grace period: the job holds them from the decision on (no one
+        # else may take them) but begins, and is logged, once they are released.
+        begin = max(now, self.grace.claim(j, nodes, self.cluster.free)) if self.leaving else now
         self.state[j] = RUNNING
         self._token[j] += 1
         self.pending.discard(j)
         self.running.add(j)
         for n in nodes:
             self.on_node[n].add(j)
-        self.nodes[j], self.started_at[j], self.last_start_s = nodes, now, now
-        protected_until = now + self.policy.protection_s(job)
-        self._log(START, job, nodes=nodes, overhead_s=self._overhead[j])
-        end = now + self._overhead[j] + self.remaining[j]
+        self.nodes[j], self.started_at[j], self.last_start_s = nodes, begin, max(self.last_start_s, begin)
+        protected_until = begin + self.policy.protection_s(job)
+        if begin > now:  # not a victim before it begins (started_at is ahead) and shielded meanwhile
+            self._job_timer(begin, self._begin, j)
+        else:
+            self._log(START, job, nodes=nodes, overhead_s=self._overhead[j])
+        end = begin + self._overhead[j] + self.remaining[j]
         self.doomed[j] = bool(self.broken.intersection(nodes))
         if self.doomed[j]:  # landed on a failed node nobody has noticed: it fails, never finishes
-            self._job_timer(min(now + self.crash_s, end), self._crash, j)
+            self._job_timer(min(begin + self.crash_s, end), self._crash, j)
         self._job_timer(end, self._finish, j)
         if now < protected_until:
             self._shield(j, +1)
             if protected_until < end:
                 self._job_timer(protected_until, self._unshield, j)
         self.policy.on_start(j, now)
+
+    def _begin(self, j: int) -> None:
+        """A start that waited for GPUs in grace begins: they are all released now."""
+        self.grace.began(j)
+        self._log(START, self.jobs[j], nodes=self.nodes[j], overhead_s=self._overhead[j])
+
+    def waiting_to_begin(self, j: int) -> bool:
+        """True while started job ``j`` waits for GPUs still in a victim's grace period."""
+        return self.state[j] == RUNNING and self.started_at[j] > self.now
 
     def _crash(self, j: int) -> None:
         bad = sorted(self.broken.intersection(self.nodes[j]))
@@ -261,8 +339,21 @@ class Engine:
         self.cluster.drain(node)
 
     def _fail_jobs_on(self, node: int) -> None:
+        """Jobs on a failed node fail; one still waiting to begin there goes back to the queue,
+        and victims in their grace period there release their GPUs at once."""
         for j in sorted(self.on_node[node]):
-            self.interrupt(j, FAIL, f"node {node} failed")
+            if self.waiting_to_begin(j):
+                self._unclaim(j)
+            else:
+                self.interrupt(j, FAIL, f"node {node} failed")
+        for j in sorted(v for v in self.leaving if node in self.nodes[v]):
+            self._release(j)
+
+    def _unclaim(self, j: int) -> None:
+        """A start that has not begun is undone (nothing was logged): the job is pending again."""
+        self.grace.unclaim(j, self.leaving)
+        self._stop(j, PENDING)
+        self._enqueue(j)
 
     def node_repaired(self, node: int, detail: str) -> None:
         """A repaired node is back in service."""
@@ -308,7 +399,7 @@ class Engine:
         """Preempt running job ``j`` for job ``by`` (a policy decision, validated here); the
         policy's ``reason`` follows ``by=<job_id>`` in the log's detail."""
         job = self.jobs[j]
-        if self.state[j] != RUNNING:
+        if self.state[j] != RUNNING or self.waiting_to_begin(j):
             raise PolicyError(f"{self.policy.name}: cannot preempt job {job.job_id}: it is not running")
         if self.protected(j):
             raise PolicyError(f"{self.policy.name}: cannot preempt job {job.job_id}: it is protected")
@@ -316,19 +407,58 @@ class Engine:
         self.interrupt(j, PREEMPT, f"{detail}; {reason}" if reason else detail)
 
     def interrupt(self, j: int, why: str, detail: str) -> None:
-        """Stop a running job early (preemption or failure): keep checkpointed work, requeue it."""
+        """Stop a running job early (preemption or failure): keep checkpointed work, requeue it;
+        a preempted session that is not restorable ends instead (``kill``)."""
         job = self.jobs[j]
         done = min(max(0.0, self.now - self.started_at[j] - self._overhead[j]), self.remaining[j])
-        kept = 0.0 if self.doomed[j] else kept_progress(done, job.checkpoint_s)  # failed hardware keeps nothing
+        mode = self.sessions.mode if why == PREEMPT and job.kind == SESSION else "requeue"
+        if self.doomed[j] or mode == "end":  # failed hardware, or a session gone, keeps nothing
+            kept = 0.0
+        elif mode == "restore":  # saved whole as it is preempted
+            kept = done
+        else:
+            kept = kept_progress(done, job.checkpoint_s)
         self._log(why, job, nodes=self.nodes[j], detail=detail, lost_s=done - kept)
         self.remaining[j] -= kept
-        self._overhead[j] = self.restart_overhead_s
-        self._stop(j, PENDING)
-        self._log(REQUEUE, job)
+        self._overhead[j] = self.restart_overhead_s + self.timing.startup_s
+        grace = self.timing.grace_s if why == PREEMPT else 0.0
+        self._stop(j, LEAVING if grace else PENDING)
+        if grace:  # it keeps its GPUs (in the log) until the grace period ends
+            self.leaving[j] = mode == "end"
+            self.grace.grant(j, self.nodes[j], job.per_node, self.now + grace)
+            self._job_timer(self.now + grace, self._release, j)
+        else:
+            self._settle(j, mode == "end")
+
+    def _release(self, j: int) -> None:
+        """A preempted job's grace period is over (or cut short by a failure): its GPUs are free."""
+        self._token[j] += 1  # (its release timer is stale if cut short)
+        self.grace.release(j, self.nodes[j])
+        self._settle(j, self.leaving.pop(j))
+
+    def _settle(self, j: int, killed: bool) -> None:
+        """After an interruption has released the GPUs: requeue the job, or end the session."""
+        if killed:
+            self._kill(j)
+            return
+        self.state[j] = PENDING
+        self._log(REQUEUE, self.jobs[j])
         if self._in_pass:
             self._requeued.append(j)  # not restarted in the pass that preempted it
         else:
             self._enqueue(j)
+
+    def _kill(self, j: int) -> None:
+        """A preempted session ends; its user may submit it again later (one draw per kill)."""
+        self.state[j] = KILLED
+        self._log(KILL, self.jobs[j], lost_s=self.remaining[j])  # the session time not had
+        rules = self.sessions
+        if self._resubmits.random() < rules.resubmit_share:
+            self._job_timer(self.now + rules.resubmit_delay_s, self._resubmit, j)
+
+    def _resubmit(self, j: int) -> None:
+        self._log(RESUBMIT, self.jobs[j])
+        self._enqueue(j)
 
     def _stop(self, j: int, state: int) -> None:
         self.state[j] = state

@@ -27,6 +27,8 @@ class Ev(StrEnum):
     WITHDRAW = "withdraw"
     NODE_DOWN = "node_down"
     NODE_UP = "node_up"
+    KILL = "kill"  # a preempted interactive session ends (no requeue)
+    RESUBMIT = "resubmit"  # the user submits a killed session again
 
 
 class Event(NamedTuple):
@@ -34,7 +36,8 @@ class Event(NamedTuple):
 
     ``gpus`` are the GPUs the job holds when running (whole nodes for multi-node gangs);
     ``nodes`` is a comma-separated list; ``overhead_s`` is the restart overhead an attempt
-    pays (on ``start``); ``lost_s`` is the progress an attempt loses (on ``preempt``/``fail``).
+    pays (on ``start``: start-up plus any restart overhead); ``lost_s`` is the progress an attempt
+loses (on ``preempt``/``fail``), or on ``kill`` the session time the user did not get.
     """
 
     t_s: float

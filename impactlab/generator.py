@@ -42,8 +42,9 @@ INF = math.inf
 KINDS: dict[str, KindSpec] = {
     "debug": KindSpec((1, 2, 4, 8), (0.55, 0.2, 0.15, 0.1), 10 * 60, 1.0, 60, 4 * HOUR_S,
                       1800, INF, 0.3, 3 * HOUR_S),
+    # A session asks to be protected for as long as it lasts (the cap decides: 8 h by default).
     "interactive": KindSpec((1, 2, 4, 8), (0.5, 0.25, 0.15, 0.1), 6 * HOUR_S, 0.8, 1800, 48 * HOUR_S,
-                            8 * HOUR_S, INF, 0.2, 3 * HOUR_S),
+                            INF, INF, 0.2, 3 * HOUR_S),
     "eval": KindSpec((1, 2, 4, 8), (0.7, 0.1, 0.1, 0.1), 8 * 60, 0.8, 60, 1800,
                      1800, INF, 0.6, DAY_S, burst=6.0),
     "training": KindSpec((8, 16, 32, 64), (0.4, 0.3, 0.2, 0.1), 7 * HOUR_S, 0.8, HOUR_S, 24 * HOUR_S,

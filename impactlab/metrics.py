@@ -16,11 +16,13 @@ from .budgets import ROOT, BudgetTree
 from .cluster import held_gpus
 
 END_EVENTS = ("preempt", "finish", "fail")
-QUEUE_DELTA = {"submit": 1, "requeue": 1, "start": -1, "withdraw": -1}  # how each event moves the queue
+QUEUE_DELTA = {"submit": 1, "requeue": 1, "resubmit": 1, "start": -1, "withdraw": -1}  # how events move the queue
 #: The backlog "grows through the run" when the queue is longer at the end of each quarter of the
 #: window than at the end of the one before, and at the end at least this many times (and this
 #: many jobs) longer than at the start: waits then grow with the run's length and mean little.
 BACKLOG_GROWTH, BACKLOG_MIN_JOBS = 2.0, 20
+TERMINAL = {"finish": "finished", "withdraw": "withdrawn", "kill": "killed"}  # last event -> state
+SESSION = "interactive"  # the kind whose preemption may end it (a kill)
 SIZE_BUCKETS = ((1, 1, "1"), (2, 8, "2-8"), (9, 64, "9-64"), (65, 1 << 30, "65+"))
 
 
@@ -40,9 +42,12 @@ class Window:
 
 def attempts(events: pd.DataFrame, horizon_s: float) -> pd.DataFrame:
     """One row per run attempt: job, GPUs, nodes, start, end (horizon if still running), how it
-    ended, the restart overhead it paid (and after what) and the progress it lost."""
+    ended, the restart overhead it paid (and after what) and the progress it lost.
+
+    A preempted attempt holds its GPUs until their release (the ``requeue`` or ``kill`` after its
+    grace period), and its grace period counts as lost: it holds GPUs and makes no progress."""
     starts = events[events["event"] == "start"]
-    ends = events[events["event"].isin(END_EVENTS)]
+    ends = released(events, horizon_s)
     left = pd.DataFrame({"job_id": starts["job_id"].to_numpy(), "n": starts.groupby("job_id").cumcount().to_numpy(),
                          "gpus": starts["gpus"].to_numpy(), "nodes": starts["nodes"].to_numpy(),
                          "start_s": starts["t_s"].to_numpy(), "overhead_s": starts["overhead_s"].to_numpy()})
@@ -57,10 +62,26 @@ def attempts(events: pd.DataFrame, horizon_s: float) -> pd.DataFrame:
     return out
 
 
+def released(events: pd.DataFrame, horizon_s: float) -> pd.DataFrame:
+    """The rows that end attempts, a preemption's ``t_s`` moved to its release (the job's next
+    row, a ``requeue`` or ``kill``; the horizon if still in grace) and its grace added to ``lost_s``."""
+    nxt = events.groupby("job_id")["t_s"].shift(-1)
+    nxt_event = events.groupby("job_id")["event"].shift(-1)
+    mask = events["event"].isin(END_EVENTS)
+    ends = events[mask]
+    preempt = (ends["event"] == "preempt").to_numpy()
+    if not preempt.any():
+        return ends
+    release = np.where(nxt_event[mask].isin(["requeue", "kill"]), nxt[mask], horizon_s)
+    end_s = np.where(preempt, release, ends["t_s"].to_numpy())
+    return ends.assign(t_s=end_s, lost_s=ends["lost_s"].to_numpy() + (end_s - ends["t_s"].to_numpy()))
+
+
 def job_table(events: pd.DataFrame, trace: pd.DataFrame, horizon_s: float,
               att: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per-job outcome: first start, end, state, first-start wait, total queued time, attempts,
-    preemptions, failures, lost and overhead seconds. Jobs never started count their wait so far.
+    preemptions, failures, kills, resubmissions, lost and overhead seconds. Jobs never started
+    count their wait so far; a killed session's time away before its resubmission is not queued.
     ``att`` is ``attempts(events, horizon_s)`` when the caller has it already."""
     submitted = trace[trace["submit_s"] < horizon_s]
     att = (attempts(events, horizon_s) if att is None else att).assign()
@@ -69,22 +90,31 @@ def job_table(events: pd.DataFrame, trace: pd.DataFrame, horizon_s: float,
         first_start_s=("start_s", "min"), attempts=("start_s", "size"), ran_s=("ran_s", "sum"),
         lost_s=("lost_s", "sum"), overhead_s=("overhead_s", "sum"))
     counts = events.pivot_table(index="job_id", columns="event", values="t_s", aggfunc="size", fill_value=0)
-    last = events[events["event"].isin(["finish", "withdraw"])].set_index("job_id")
+    marks = events[events["event"].isin([*TERMINAL, "resubmit"])].drop_duplicates("job_id", keep="last")
+    last = marks[marks["event"] != "resubmit"].set_index("job_id")  # a resubmission reopens a job
     out = submitted[["job_id", "submit_s", "user", "project", "kind", "gpus", "util"]].set_index("job_id")
     out = out.join(per_attempt)
     out["attempts"] = out["attempts"].fillna(0).astype(int)
     for col in ("ran_s", "lost_s", "overhead_s"):
         out[col] = out[col].fillna(0.0)
-    for ev in ("preempt", "fail"):
+    for ev in ("preempt", "fail", "kill", "resubmit"):
         out[f"{ev}s"] = counts[ev].reindex(out.index).fillna(0).astype(int) if ev in counts else 0
     out["end_s"] = last["t_s"].reindex(out.index)
-    out["state"] = last["event"].reindex(out.index).map({"finish": "finished", "withdraw": "withdrawn"})
+    out["state"] = last["event"].reindex(out.index).map(TERMINAL)
     running = out["state"].isna() & (out["attempts"] > 0) & _running_at_end(att, out.index)
     out["state"] = out["state"].fillna(pd.Series(np.where(running, "running", "queued"), index=out.index))
     stop = out["end_s"].fillna(horizon_s)
     out["wait_s"] = out["first_start_s"].fillna(stop) - out["submit_s"]
-    out["queued_s"] = stop - out["submit_s"] - out["ran_s"]
+    out["queued_s"] = stop - out["submit_s"] - out["ran_s"] - _away_s(events).reindex(out.index).fillna(0.0)
     return out.reset_index()
+
+
+def _away_s(events: pd.DataFrame) -> pd.Series:
+    """Per job: seconds between each kill and the resubmission that followed it."""
+    rows = events[events["event"].isin(["kill", "resubmit"])]
+    back = (rows["event"] == "resubmit").to_numpy()
+    gap = rows["t_s"] - rows.groupby("job_id")["t_s"].shift(1)
+    return gap[back].groupby(rows["job_id"][back]).sum()
 
 
 def _running_at_end(att: pd.DataFrame, index: pd.Index) -> pd.Series:
@@ -284,11 +314,13 @@ def summarise(events: pd.DataFrame, trace: pd.DataFrame, tree: BudgetTree, windo
         "requested_ratio": _requested_ratio(table, window, gpus_per_node),
         "withdrawn": int((table["state"] == "withdrawn").sum()),
         **backlog(events, window),
+        **session_summary(events, att, table, window),
         **health_summary(events, att, window, horizon_s),
         "preemptions_by_kind": {str(k): int(n) for k, n in
                                 preempts["job_id"].map(table.set_index("job_id")["kind"]).value_counts().sort_index().items()},
         "wait_s": waits,
         "wait_by_size_s": by_size,
+        "by_kind": {row.pop("kind"): row for row in by_kind(events, att, table, held_s, window).to_dict("records")},
         "queued_s": wait_stats(table, window, "queued_s")[0],
     }
     return {k: (float(v) if isinstance(v, np.floating) else v) for k, v in summary.items()}, table, budget
@@ -317,6 +349,89 @@ def _requested_ratio(table: pd.DataFrame, window: Window, gpus_per_node: int) ->
     start = table["submit_s"].to_numpy()
     stop = table["end_s"].fillna(window.t1).to_numpy()
     return float((held * clipped(start, stop, window)).sum() / (window.capacity * window.span_s))
+
+
+# ----- sessions: kills and resubmissions -----------------------------------------------------
+def in_window(rows: pd.DataFrame, window: Window) -> pd.DataFrame:
+    """Event rows with ``t_s`` inside the window."""
+    return rows[(rows["t_s"] >= window.t0) & (rows["t_s"] < window.t1)]
+
+
+def session_summary(events: pd.DataFrame, att: pd.DataFrame, table: pd.DataFrame,
+                    window: Window) -> dict[str, object]:
+    """Interactive sessions in the window: kills (count, and share of the sessions that ran),
+    GPU-hours lost to their preemptions and cut by kills never resubmitted, and the wait after
+    a resubmission."""
+    kind = table.set_index("job_id")["kind"]
+    session_att = att[att["job_id"].map(kind).to_numpy() == SESSION]
+    ran = session_att.loc[(session_att["end_s"] > window.t0) & (session_att["start_s"] < window.t1), "job_id"]
+    kills = in_window(events[events["event"] == "kill"], window)
+    return {
+        "sessions_killed": len(kills),
+        "sessions_killed_share": _ratio(kills["job_id"].nunique(), ran.nunique()),
+        "session_lost_gpu_hours": lost_to(session_att, "preempt", window) / 3600.0,
+        "session_cut_gpu_hours": cut_gpu_s(events, kills) / 3600.0,
+        "resubmits": len(in_window(events[events["event"] == "resubmit"], window)),
+        "resubmit_wait_s": percentiles(resubmit_waits(events, window)),
+    }
+
+
+def cut_gpu_s(events: pd.DataFrame, kills: pd.DataFrame) -> float:
+    """GPU-seconds of session time cut by ``kills`` (rows of the log) and never had: the
+    sessions their users did not submit again."""
+    return float((kills["gpus"] * kills["lost_s"])[~_resubmitted(events, kills)].sum())
+
+
+def _resubmitted(events: pd.DataFrame, kills: pd.DataFrame) -> np.ndarray:
+    """For each kill row, whether its session was submitted again later (before the end)."""
+    rows = events[events["event"].isin(["kill", "resubmit"])]
+    following = rows.groupby("job_id")["event"].shift(-1) == "resubmit"
+    return following.reindex(kills.index).fillna(False).to_numpy(bool)
+
+
+def resubmit_waits(events: pd.DataFrame, window: Window) -> pd.Series:
+    """Seconds from each resubmission in the window to the session's next start (or its
+    withdrawal, or the end of the run)."""
+    rows = events[events["event"].isin(["resubmit", "start", "withdraw"])]
+    nxt = rows.groupby("job_id")["t_s"].shift(-1).fillna(window.t1)
+    back = (rows["event"] == "resubmit") & (rows["t_s"] >= window.t0) & (rows["t_s"] < window.t1)
+    return (nxt - rows["t_s"])[back]
+
+
+def by_kind(events: pd.DataFrame, att: pd.DataFrame, table: pd.DataFrame, held_s: np.ndarray,
+            window: Window) -> pd.DataFrame:
+    """One row per kind of job: jobs submitted in the window and how they ended, preemptions and
+    kills in the window (counts, and shares of the jobs that ran in it), GPU-hours held, lost to
+    preemption and cut by kills, and first-start and queued waits."""
+    kind = table.set_index("job_id")["kind"]
+    att_kind = att["job_id"].map(kind).to_numpy()
+    ran = att[(att["end_s"] > window.t0) & (att["start_s"] < window.t1)]
+    ev = in_window(events[events["event"].isin(["preempt", "kill"])], window)
+    ev = ev.assign(kind=ev["job_id"].map(kind).to_numpy())
+    inside = submitted_in(table, window)
+    rows = []
+    for k in sorted(kind.unique()):
+        mine, hits = inside[inside["kind"] == k], ev[ev["kind"] == k]
+        ran_jobs = ran.loc[ran["job_id"].map(kind).to_numpy() == k, "job_id"].nunique()
+        kills = hits[hits["event"] == "kill"]
+        waits, queued = percentiles(mine["wait_s"]), percentiles(mine["queued_s"])
+        rows.append({
+            "kind": k, "jobs": len(mine), "finished": int((mine["state"] == "finished").sum()),
+            "withdrawn": int((mine["state"] == "withdrawn").sum()), "ran": ran_jobs,
+            "preemptions": int((hits["event"] == "preempt").sum()),
+            "preempted_share": _ratio(hits.loc[hits["event"] == "preempt", "job_id"].nunique(), ran_jobs),
+            "killed": len(kills), "killed_share": _ratio(kills["job_id"].nunique(), ran_jobs),
+            "gpu_hours": float(held_s[att_kind == k].sum()) / 3600.0,
+            "lost_gpu_hours": lost_to(att[att_kind == k], "preempt", window) / 3600.0,
+            "cut_gpu_hours": cut_gpu_s(events, kills) / 3600.0,
+            "wait_p50_s": waits["p50"], "wait_p90_s": waits["p90"], "queued_p90_s": queued["p90"],
+        })
+    return pd.DataFrame(rows, columns=KIND_COLUMNS)
+
+
+KIND_COLUMNS = ["kind", "jobs", "finished", "withdrawn", "ran", "preemptions", "preempted_share", "killed",
+                "killed_share", "gpu_hours", "lost_gpu_hours", "cut_gpu_hours", "wait_p50_s", "wait_p90_s",
+                "queued_p90_s"]
 
 
 # ----- availability: the node events ---------------------------------------------------------

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 #: Groups in the order people meet them (CLI help sections, widget tabs).
-GROUPS = ("cluster", "workload", "trace", "policy", "health")
+GROUPS = ("cluster", "workload", "trace", "policy", "latency", "sessions", "health")
 _TRUE = {"1", "true", "yes", "on", "y"}
 _FALSE = {"0", "false", "no", "off", "n"}
 _NONE = {"", "none", "null", "off"}

@@ -32,8 +32,9 @@ log = logging.getLogger(__name__)
 #: Scalar keys of ``summary()`` that ``metrics()`` keeps as they are.
 SCALAR_METRICS = ("jobs", "availability", "occupancy", "occupancy_funded", "occupancy_unallocated",
                   "utilization", "impact", "impact_strict", "unallocated_share", "jain", "requested_ratio",
-                  "preemptions", "lost_gpu_hours", "withdrawn", "queued_at_end", "backlog_growing",
-                  "node_failures", "human_repairs", "auto_repairs", "jobs_hit", "failure_lost_gpu_hours")
+                  "preemptions", "lost_gpu_hours", "withdrawn", "queued_at_end", "backlog_growing", "sessions_killed", "sessions_killed_share",
+                  "session_lost_gpu_hours", "session_cut_gpu_hours", "resubmits", "node_failures", "human_repairs",
+                  "auto_repairs", "jobs_hit", "failure_lost_gpu_hours")
 QUANTILE_NAMES = ("p50", "p90", "p99")
 
 
@@ -141,6 +142,11 @@ class SimResult:
     def preemption_series(self, bucket_s: float | None = None) -> pd.DataFrame:
         """Preemptions and lost GPU-hours per time bucket and kind (``tables.preemption_series``)."""
         return self._tagged(tables.preemption_series(self._attempts, self.trace, self._edges(bucket_s)))
+
+    def by_kind(self) -> pd.DataFrame:
+        """Per kind of job: outcomes, preemptions, kills, GPU-hours and waits (``metrics.by_kind``)."""
+        frame = pd.DataFrame.from_dict(self._derived[0]["by_kind"], orient="index")
+        return self._tagged(frame.rename_axis("kind").reset_index())
 
     def preemptions_by_kind(self) -> pd.DataFrame:
         """Preemptions in the reporting window per kind (``tables.preemptions_by_kind``)."""

@@ -27,6 +27,7 @@ STREAMS: dict[str, tuple[int, ...]] = {
     "jobs": (2,),  # generator: gang sizes, durations, bursts, projects, pretraining campaigns
     "habits": (3,),  # generator: legacy priorities, opt-outs, util, patience
     "health": (7,),  # failure model: one stream per node, stream(seed, "health", node)
+    "sessions": (8,),  # engine: whether the user resubmits a killed interactive session
 }
 
 

@@ -15,7 +15,7 @@ from .budget_io import check_projects
 from .budgets import BudgetTree
 from .cluster import Cluster
 from .config import RepairMode, SimConfig
-from .engine import Engine
+from .engine import Engine, Sessions, Timing
 from .events import events_frame, jobs_from_trace
 from .overview import warn_about_load
 from .params import ParamError
@@ -77,7 +77,10 @@ def simulate(config: SimConfig | None = None, trace: pd.DataFrame | None = None,
     jobs = jobs_from_trace(trace, tree, config.gpus_per_node)
     policy = policy or make_policy(config.policy, **config.policy_knobs)
     engine = Engine(jobs, tree, Cluster(config.nodes, config.gpus_per_node), policy,
-                    config.restart_overhead_s, config.horizon_s, config.health, config.seed)
+                    config.restart_overhead_s, config.horizon_s, config.health, config.seed,
+                    timing=Timing(config.cycle_s, config.startup_s, config.grace_s),
+                    sessions=Sessions(config.preempted_sessions, config.session_resubmit_share,
+                                      config.session_resubmit_delay_s))
     began = time.perf_counter()
     with _progress_of(progress, config, label or config.policy) as report:
         event_log = engine.run(report)

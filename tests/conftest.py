@@ -84,6 +84,11 @@ def tree() -> BudgetTree:
     return small_tree()
 
 
+#: The model without latencies (decisions act at once), where preempted sessions requeue like
+#: any job: hand-computed cases of the scheduling rules are written for it.
+INSTANT = {"cycle_s": 0.0, "startup_s": 0.0, "grace_s": 0.0, "preempted_sessions": "requeue"}
+
+
 def run_tiny(
     rows: list[dict],
     policy: str = "fifo",
@@ -93,8 +98,11 @@ def run_tiny(
     budgets: BudgetTree | None = None,
     **config,
 ):
-    """Simulate a hand-written trace; the reporting window is the whole horizon by default."""
+    """Simulate a hand-written trace; the reporting window is the whole horizon by default, and
+    decisions act at once (``INSTANT``) unless the test sets a latency or the sessions' rule."""
     config.setdefault("warmup_days", 0.0)
+    for key, value in INSTANT.items():
+        config.setdefault(key, value)
     cfg = SimConfig(
         policy=policy, gpus=gpus, gpus_per_node=gpus_per_node, days=horizon_s / DAY_S, **config
     )

@@ -430,7 +430,7 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
         contract (none for unallocated work unless protected) ends."""
         job = sched.jobs[j]
         unprotected = job.leaf == UNALLOCATED and not self.protect_unallocated
-        return min(sched.work_left(j), 0.0 if unprotected else min(job.min_runtime_s, self.cap_hours * 3600.0))
+        return min(sched.work_left(j), 0.0 if unprotected else min(job.min_runtime_s, self.cap_of(job)))
 
     def reserved(self, sched: Scheduler) -> list[int]:
         """The interactive reserve: the highest-numbered ceil(share x nodes) nodes, leaving at
@@ -456,11 +456,19 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
         return (sched.jobs[v].leaf != UNALLOCATED and not self.boosted(sched, v)
                 and self.fits_off_reserve(sched, v) and bool(set(sched.nodes[v]) & set(self.reserved(sched))))
 
+    def cap_of(self, job) -> float:
+        """Seconds of protection a job may ask for: the interactive cap for sessions, if set."""
+        hours = self.cap_hours_interactive if job.kind == "interactive" else None
+        return 3600.0 * (self.cap_hours if hours is None else hours)
+
     def protection_s(self, job) -> float:
-        """The contract, except that an attempt borrowing the reserve is unprotected."""
+        """The contract min(declared minimum runtime, the kind's cap), none for unallocated work
+        unless protected, and none for an attempt borrowing the reserve."""
         if hasattr(self, "ctx") and self.borrowing(self.ctx.view, job.idx):
             return 0.0
-        return super().protection_s(job)
+        if job.leaf == UNALLOCATED and not self.protect_unallocated:
+            return 0.0
+        return min(job.min_runtime_s, self.cap_of(job))
 
     def usable(self, sched: Scheduler, j: int) -> list[int] | None:
         """Nodes funded job ``j`` may clear by preemption: all (None) if boosted or too large

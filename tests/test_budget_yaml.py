@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from conftest import INSTANT
 
 import impactlab as il
 from impactlab import BudgetError, SimConfig, budgets_from_trace, load_budgets, simulate
@@ -148,7 +149,8 @@ def test_users_written_as_leaves_under_a_project_are_charged_by_user():
     names = [tree.names[i] if i >= 0 else None for i in leaves]
     assert names == ["ann", "bob", "ann", None]
     assert leaves[0] != leaves[2]  # ann of P and ann of Q are different budgets
-    result = simulate(SimConfig(policy="fifo", gpus=32, days=0.01, warmup_days=0), trace=trace, budgets=tree)
+    result = simulate(SimConfig(policy="fifo", gpus=32, days=0.01, warmup_days=0, **INSTANT), trace=trace,
+                      budgets=tree)
     assert result.unknown_projects == {"P": 1}  # eve has no budget under P: runs unallocated
     delivered = result.budgets.set_index("node")["delivered_gpu_s"]
     assert delivered["P"] == 2 * 8 * 100 and delivered["Q"] == 8 * 100

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 import pytest
-from conftest import run_tiny
+from conftest import INSTANT, run_tiny
 
 from impactlab import BudgetTree, SimConfig, simulate
 from impactlab.budgets import ROOT
@@ -76,7 +76,7 @@ class RestartsItsVictim(BasePolicy):
 
 def test_the_engine_refuses_to_restart_a_victim_in_the_pass_that_preempted_it():
     rows = [{"job_id": "a", "submit_s": 0, "gpus": 8, "duration_s": 100}, {"job_id": "b", "submit_s": 10, "gpus": 8, "duration_s": 100}]
-    config = SimConfig(policy="fifo", gpus=8, days=1000 / 86400, warmup_days=0)
+    config = SimConfig(policy="fifo", gpus=8, days=1000 / 86400, warmup_days=0, **INSTANT)
     with pytest.raises(PolicyError, match="not pending"):
         simulate(config, trace=pd.DataFrame(rows), policy=RestartsItsVictim())
 

@@ -9,6 +9,7 @@ log order.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections import defaultdict
@@ -43,6 +44,7 @@ VARIANTS: list[tuple[str, Knobs]] = [(name, ()) for name in sorted(REGISTRY)] + 
     ("impactful", (("protect_unallocated", True),)),
     ("impactful", (("cap_hours", 0.5), ("refresh_s", 60.0))),
     ("impactful", (("half_life_days", 0.25),)),
+    ("impactful", (("cap_hours", 1.0), ("cap_hours_interactive", 24.0))),
 ]
 VARIANT_IDS = [name + "".join(f"-{k}={v}" for k, v in knobs) for name, knobs in VARIANTS]
 
@@ -68,12 +70,40 @@ CODES = {
     "requeue": "Q",
     "finish": "D",
     "withdraw": "W",
+    "kill": "K",
+    "resubmit": "B",
 }
 # submit, then attempts interrupted by a preemption or failure (each followed at once by a
-# requeue), then optionally a last attempt (still running, or finished) or a withdrawal from
-# the queue. Withdrawal happens only to a pending job.
-LIFECYCLE = re.compile(r"S(R[PF]Q)*(RD?|W)?")
+# requeue), or by a preemption that ends a session (a kill) which its user submits again, then
+# optionally a last attempt (still running, finished, a killed session, or preempted and still
+# in its grace period at the end) or a withdrawal from the queue. Withdrawal happens only to a
+# pending job.
+LIFECYCLE = re.compile(r"S(R[PF]Q|RPKB)*(RD?|W|RPK?)?")
 END_EVENTS = ("finish", "preempt", "fail")
+READY = ("submit", "requeue", "resubmit")  # events after which a job is pending
+#: Latencies and the sessions' rule a random case runs with: (cycle_s, startup_s, grace_s,
+#: preempted_sessions, session_resubmit_share).
+TIMING_KEYS = ("cycle_s", "startup_s", "grace_s", "preempted_sessions", "session_resubmit_share")
+TIMINGS = [(0.0, 0.0, 0.0, "requeue", 0.0), (30.0, 30.0, 30.0, "end", 0.5), (0.0, 20.0, 0.0, "restore", 0.0),
+           (45.0, 0.0, 0.0, "end", 1.0), (0.0, 0.0, 40.0, "end", 0.0), (30.0, 0.0, 60.0, "requeue", 0.0)]
+
+
+class Releases:
+    """Which event frees a job's GPUs: a finish or failure at once, a preemption at its release
+    (the ``requeue`` or ``kill`` after its grace period, at once without one)."""
+
+    def __init__(self) -> None:
+        self.preempted: dict[str, list[int]] = {}
+
+    def freed(self, e) -> list[int]:
+        """Nodes whose GPUs (``e.gpus`` over them) event ``e`` gives back."""
+        if e.event in ("finish", "fail"):
+            return parse_nodes(e.nodes)
+        if e.event == "preempt":
+            self.preempted[e.job_id] = parse_nodes(e.nodes)
+        elif e.event in ("requeue", "kill"):
+            return self.preempted.pop(e.job_id, [])
+        return []
 TOL = 1e-6
 
 
@@ -91,12 +121,13 @@ class RandomInputs:
     horizon_s: float
     overhead_s: float
     trace: pd.DataFrame
+    timing: tuple = TIMINGS[0]
 
     def __repr__(self) -> str:  # printed by hypothesis on failure: enough to reproduce
         rows = self.trace.to_dict("records")
         return (
             f"RandomInputs(gpus={self.gpus}, per={self.per}, horizon_s={self.horizon_s}, "
-            f"overhead_s={self.overhead_s}, trace=pd.DataFrame({rows!r}))"
+            f"overhead_s={self.overhead_s}, trace=pd.DataFrame({rows!r}), timing={self.timing!r})"
         )
 
     def config(self, policy: str, knobs: Knobs) -> SimConfig:
@@ -109,6 +140,7 @@ class RandomInputs:
             warmup_days=0.0,
             restart_overhead_s=self.overhead_s,
             policy_knobs=dict(knobs),
+            **dict(zip(TIMING_KEYS, self.timing)),
         )
 
     def simulate(self, policy: str, knobs: Knobs):
@@ -122,7 +154,8 @@ def random_inputs(draw) -> RandomInputs:
     gpus, per = draw(st.sampled_from(SHAPES))
     horizon_s = draw(st.sampled_from([6 * 3600.0, 12 * 3600.0]))
     overhead_s = draw(st.sampled_from([0.0, 60.0]))
-    return RandomInputs(gpus, per, horizon_s, overhead_s, draw(traces(gpus, per, horizon_s)))
+    trace = draw(traces(gpus, per, horizon_s))
+    return RandomInputs(gpus, per, horizon_s, overhead_s, trace, draw(st.sampled_from(TIMINGS)))
 
 
 def generated_config(policy: str, knobs: Knobs, key: tuple) -> SimConfig:
@@ -226,6 +259,8 @@ class Run:
         cfg = result.config
         self.per, self.capacity, self.n_nodes = cfg.gpus_per_node, cfg.gpus, cfg.nodes
         self.horizon_s, self.overhead_s = cfg.horizon_s, cfg.restart_overhead_s
+        self.cycle_s, self.startup_s, self.grace_s = cfg.cycle_s, cfg.startup_s, cfg.grace_s
+        self.sessions, self.resubmit_delay_s = cfg.preempted_sessions, cfg.session_resubmit_delay_s
         self.events = list(result.events.itertuples(index=False))
         self.by_job: dict[str, list] = defaultdict(list)
         for e in self.events:
@@ -323,11 +358,35 @@ class Run:
                 out.append((e, self.rows[e.job_id], self.rows[by]))
         return out
 
+    def in_grace(self):
+        """A test of time ``t``: is some preempted job in its grace period at ``t`` (its end
+        included: a start waiting for its GPUs is logged then)? GPUs in grace are free to the
+        engine, held in the log."""
+        opened, closed, preempted = [], [], set()
+        for e in self.events:
+            if e.event == "preempt":
+                opened.append(e.t_s)
+                preempted.add(e.job_id)
+            elif e.event in ("requeue", "kill") and e.job_id in preempted:
+                preempted.discard(e.job_id)
+                closed.append(e.t_s)
+        closed.sort()
+        return lambda t: bisect.bisect_right(opened, t) > bisect.bisect_left(closed, t)
+
+    def passes_at(self, t: float) -> bool:
+        """Whether a scheduling pass may run at ``t``: always, or with a cycle at its multiples."""
+        return not self.cycle_s or t == math.ceil(t / self.cycle_s) * self.cycle_s
+
+    def session_ends(self, jid: str) -> bool:
+        """Whether preempting job ``jid`` ends it: an interactive session, unless restored or requeued."""
+        return self.rows[jid].kind == "interactive" and self.sessions == "end"
+
     def instants(self):
         """Replay: yield (t, free GPUs per node, pending job ids, events of t) at the end of
         every instant at which something happened."""
         free = [self.per] * self.n_nodes
         pending: set[str] = set()
+        releases = Releases()
         k = 0
         while k < len(self.events):
             t = self.events[k].t_s
@@ -340,10 +399,10 @@ class Run:
                     for n in parse_nodes(e.nodes):
                         free[n] -= share
                     pending.discard(e.job_id)
-                elif e.event in END_EVENTS:
-                    for n in parse_nodes(e.nodes):
-                        free[n] += share
-                elif e.event in ("submit", "requeue"):
+                freed = releases.freed(e)
+                for n in freed:
+                    free[n] += e.gpus // len(freed)
+                if e.event in READY:
                     pending.add(e.job_id)
                 elif e.event == "withdraw":
                     pending.discard(e.job_id)
@@ -373,6 +432,7 @@ def test_gpus_in_use_never_exceed_node_or_cluster_capacity(variant, case):
     used = [0] * run.n_nodes
     down: set[int] = set()
     holding: dict[str, list[int]] = {}
+    releases = Releases()
     for k, e in enumerate(run.events):
         nodes = parse_nodes(e.nodes)
         if e.event == "start":
@@ -388,9 +448,12 @@ def test_gpus_in_use_never_exceed_node_or_cluster_capacity(variant, case):
                 used[n] += e.gpus // len(nodes)
             holding[e.job_id] = nodes
         elif e.event in END_EVENTS:
-            assert nodes == holding.pop(e.job_id), f"{e.event} on other nodes than its start: {e}"
-            for n in nodes:
-                used[n] -= e.gpus // len(nodes)
+            assert nodes == holding[e.job_id], f"{e.event} on other nodes than its start: {e}"
+        freed = releases.freed(e)
+        if freed:
+            assert freed == holding.pop(e.job_id), f"{e.event} frees other nodes than its start: {e}"
+            for n in freed:
+                used[n] -= e.gpus // len(freed)
         elif e.event in ("node_down", "node_up"):
             for n in nodes:
                 (down.add if e.event == "node_down" else down.discard)(n)
@@ -409,16 +472,19 @@ def test_every_start_is_a_best_fit_placement(variant, case):
     run = run_of(variant, case)
     free = [run.per] * run.n_nodes
     pending: set[str] = set()
+    releases, in_grace = Releases(), run.in_grace()
     for e in run.events:
         nodes = parse_nodes(e.nodes)
-        if e.event in ("submit", "requeue"):
+        if e.event in READY:
             pending.add(e.job_id)
         elif e.event == "withdraw":
             pending.discard(e.job_id)
         elif e.event == "start":
             pending.discard(e.job_id)
             expected = run.place(free, e.job_id)
-            if run.reserves and tuple(nodes) != expected:
+            if in_grace(e.t_s):  # placed on the engine's view, where GPUs in grace count as free
+                assert all(free[n] >= e.gpus // len(nodes) for n in nodes), f"{e}: no room on {nodes}"
+            elif run.reserves and tuple(nodes) != expected:
                 assert all(free[n] >= e.gpus // len(nodes) for n in nodes), f"{e}: no room on {nodes}"
                 if run.policy == "fairshare":  # (in impactful, victims may free the holder's room mid-pass)
                     assert any(run.place(free, j) is None for j in pending), f"{e}: off best fit, no holder"
@@ -426,9 +492,9 @@ def test_every_start_is_a_best_fit_placement(variant, case):
                 assert tuple(nodes) == expected, f"{e}: expected nodes {expected} with free GPUs {free}"
             for n in nodes:
                 free[n] -= e.gpus // len(nodes)
-        elif e.event in END_EVENTS:
-            for n in nodes:
-                free[n] += e.gpus // len(nodes)
+        freed = releases.freed(e)
+        for n in freed:
+            free[n] += e.gpus // len(freed)
 
 
 @rule(max_examples=10, policies=("impactful",))
@@ -444,18 +510,20 @@ def test_funded_work_that_fits_off_the_reserve_preempts_only_off_the_reserve(var
 def test_the_reserve_is_borrowed_only_when_nothing_fits_off_it_and_borrowers_are_unprotected(variant, case):
     run = run_of(variant, case)
     free = [run.per] * run.n_nodes
+    releases, in_grace = Releases(), run.in_grace()
     for e in run.events:
         nodes = parse_nodes(e.nodes)
         if e.event == "start":
             if run.borrows(e):
                 off = [-1 if n in run.reserve else f for n, f in enumerate(free)]
-                assert best_fit(off, run.rows[e.job_id].gpus, run.per) is None, f"{e} borrowed needlessly"
+                if not in_grace(e.t_s):  # (GPUs in grace are free to the engine, held in the log)
+                    assert best_fit(off, run.rows[e.job_id].gpus, run.per) is None, f"{e} borrowed needlessly"
                 assert run.contract_of(e) == 0.0
             for n in nodes:
                 free[n] -= e.gpus // len(nodes)
-        elif e.event in END_EVENTS:
-            for n in nodes:
-                free[n] += e.gpus // len(nodes)
+        freed = releases.freed(e)
+        for n in freed:
+            free[n] += e.gpus // len(freed)
 
 
 # ----- lifecycle -------------------------------------------------------------------------------
@@ -465,10 +533,19 @@ def test_each_job_follows_the_lifecycle_grammar(variant, case):
     for jid, evs in run.by_job.items():
         word = "".join(CODES[e.event] for e in evs)
         assert LIFECYCLE.fullmatch(word), f"job {jid}: {[e.event for e in evs]}"
+        if word.endswith("P"):  # its release falls after the end of the run
+            assert evs[-1].t_s + run.grace_s >= run.horizon_s, f"job {jid}: never released"
         for a, b in pairwise(evs):
             assert a.t_s <= b.t_s, f"job {jid}: events out of time order"
+            # a preempted job is released after its grace period (sooner if its node fails)
+            released = b.t_s == a.t_s or (a.event == "preempt" and a.t_s < b.t_s <= a.t_s + run.grace_s + TOL)
             if b.event == "requeue":
-                assert b.t_s == a.t_s, f"job {jid}: requeued later than it was interrupted"
+                assert released, f"job {jid}: requeued later than it was interrupted"
+                assert not (a.event == "preempt" and run.session_ends(jid)), f"job {jid}: a session requeued"
+            if b.event == "kill":
+                assert released and run.session_ends(jid), f"job {jid}: killed but not a session"
+            if b.event == "resubmit":
+                assert close(b.t_s, a.t_s + run.resubmit_delay_s), f"job {jid}: resubmitted at {b.t_s}"
 
 
 @rule(max_examples=8)
@@ -496,7 +573,7 @@ def test_no_job_starts_before_it_is_submitted_or_requeued(variant, case):
     for jid, evs in run.by_job.items():
         ready = None
         for e in evs:
-            if e.event in ("submit", "requeue"):
+            if e.event in READY:
                 ready = e.t_s
             elif e.event == "start":
                 assert ready is not None and e.t_s >= ready >= run.rows[jid].submit_s, f"{jid}: {e}"
@@ -510,7 +587,7 @@ def test_withdrawn_jobs_ran_out_of_patience_while_pending(variant, case):
         patience = run.rows[jid].patience_s
         ready = None
         for e in evs:
-            if e.event in ("submit", "requeue"):
+            if e.event in READY:
                 ready = e.t_s
             elif e.event == "start":
                 assert e.t_s - ready <= patience + TOL * max(1.0, e.t_s), (
@@ -520,7 +597,7 @@ def test_withdrawn_jobs_ran_out_of_patience_while_pending(variant, case):
                 assert close(e.t_s, ready + patience), (
                     f"{jid} withdrawn at {e.t_s}, ready at {ready}"
                 )
-        if evs[-1].event in ("submit", "requeue"):  # still waiting at the horizon
+        if evs[-1].event in READY:  # still waiting at the horizon
             assert run.horizon_s - ready <= patience + TOL * run.horizon_s, (
                 f"{jid} should have been withdrawn"
             )
@@ -547,10 +624,12 @@ def test_finished_jobs_got_exactly_their_work(variant, case):
 def test_interrupted_attempts_keep_work_up_to_their_last_checkpoint(variant, case):
     run = run_of(variant, case)
     for jid, atts in run.attempts.items():
-        ckpt = run.rows[jid].checkpoint_s
         for a in atts:
             if a.end is None or a.end.event == "finish":
                 continue
+            ckpt = run.rows[jid].checkpoint_s
+            if a.end.event == "preempt" and run.rows[jid].kind == "interactive":
+                ckpt = {"end": math.inf, "restore": 0.0}.get(run.sessions, ckpt)  # a session: gone, or saved whole
             done = max(0.0, a.length_s - a.start.overhead_s)
             lost = a.end.lost_s
             kept = done - lost
@@ -569,11 +648,12 @@ def test_interrupted_attempts_keep_work_up_to_their_last_checkpoint(variant, cas
 
 @rule(max_examples=8)
 def test_only_restarts_pay_the_restart_overhead(variant, case):
+    """(Every start, the first included, also pays the start-up time.)"""
     run = run_of(variant, case)
     for jid, atts in run.attempts.items():
-        assert atts[0].start.overhead_s == 0.0, f"{jid}: a first attempt pays no overhead"
+        assert atts[0].start.overhead_s == run.startup_s, f"{jid}: a first attempt pays only the start-up"
         for a in atts[1:]:
-            assert a.start.overhead_s == run.overhead_s, (
+            assert a.start.overhead_s == run.overhead_s + run.startup_s, (
                 f"{jid}: a restart pays the configured overhead"
             )
         for a in atts:
@@ -586,9 +666,10 @@ def test_only_restarts_pay_the_restart_overhead(variant, case):
 def test_protected_jobs_are_never_preempted(variant, case):
     run = run_of(variant, case)
     policy, knobs = run.policy, run.knobs
-    cap_s = knobs.get("cap_hours", 8.0) * 3600.0
     for jid, atts in run.attempts.items():
         row = run.rows[jid]
+        cap_h = knobs.get("cap_hours_interactive") if row.kind == "interactive" else None
+        cap_s = (cap_h if cap_h is not None else knobs.get("cap_hours", 8.0)) * 3600.0
         for a in atts:
             if a.end is None or a.end.event != "preempt":
                 continue
@@ -652,8 +733,8 @@ def test_fifo_and_fairshare_never_preempt(variant, case):
 @rule(max_examples=10)
 def test_every_preemption_starts_the_job_it_made_room_for(variant, case):
     run = run_of(variant, case)
-    for e, victim, by in run.preemptions():
-        starts = [s for s in run.by_job[by.job_id] if s.event == "start" and s.t_s == e.t_s]
+    for e, victim, by in run.preemptions():  # (once the victim's grace period is over)
+        starts = [s for s in run.by_job[by.job_id] if s.event == "start" and e.t_s <= s.t_s <= e.t_s + run.grace_s]
         assert starts, (
             f"{victim.job_id} was preempted for {by.job_id}, which did not start at t={e.t_s}"
         )
@@ -661,12 +742,23 @@ def test_every_preemption_starts_the_job_it_made_room_for(variant, case):
 
 # ----- scheduling ------------------------------------------------------------------------------
 @rule(max_examples=10)
+def test_with_a_cycle_every_decision_falls_on_a_cycle_boundary(variant, case):
+    run = run_of(variant, case)
+    for e in run.events:
+        if e.event in ("start", "preempt"):
+            assert run.passes_at(e.t_s), f"{e.event} at {e.t_s}, between cycles of {run.cycle_s} s"
+
+
+@rule(max_examples=10)
 def test_no_pending_job_fits_at_the_end_of_an_instant(variant, case):
     """Policies without head-of-line blocking leave no startable job waiting; FIFO leaves no
     startable head job waiting. (A job that may not use impactful's reserve does not fit there.)"""
     run = run_of(variant, case)
     fifo = run.policy == "fifo"
+    in_grace = run.in_grace()
     for t, free, pending, _ in run.instants():
+        if not run.passes_at(t) or in_grace(t):  # (GPUs in grace look free in the log)
+            continue
         waiting = sorted(pending, key=lambda j: (run.rows[j].submit_s, j))
         if run.reserves and (run.policy != "fairshare" or any(run.place(free, j) is None for j in waiting)):
             continue  # a blocked job may hold a reservation that keeps the others waiting
@@ -682,8 +774,9 @@ def test_no_job_that_fits_the_cluster_waits_on_an_idle_cluster(variant, case):
     """Whatever the reserve, reservations or ordering, a cluster with nothing running and a job
     waiting that fits the cluster (every valid job does) is never left like that."""
     run = run_of(variant, case)
+    in_grace = run.in_grace()
     for t, free, pending, _ in run.instants():
-        if pending and all(f == run.per for f in free):
+        if pending and all(f == run.per for f in free) and run.passes_at(t) and not in_grace(t):
             fits = [j for j in pending if run.rows[j].gpus <= run.capacity]
             assert not fits, f"t={t}: the cluster is idle and {sorted(fits)} wait"
 
@@ -707,6 +800,8 @@ def test_job_table_has_one_consistent_row_per_submitted_job(variant, case):
         "start": "running",
         "finish": "finished",
         "withdraw": "withdrawn",
+        "kill": "killed",
+        "resubmit": "queued",
     }
     for row in table.itertuples(index=False):
         evs = run.by_job[row.job_id]
@@ -717,7 +812,8 @@ def test_job_table_has_one_consistent_row_per_submitted_job(variant, case):
         assert row.attempts == len(starts)
         assert row.preempts == sum(e.event == "preempt" for e in evs)
         assert row.fails == sum(e.event == "fail" for e in evs)
-        end = evs[-1].t_s if evs[-1].event in ("finish", "withdraw") else None
+        assert row.kills == sum(e.event == "kill" for e in evs)
+        end = evs[-1].t_s if evs[-1].event in ("finish", "withdraw", "kill") else None
         assert (pd.isna(row.end_s) and end is None) or row.end_s == end
         first = starts[0] if starts else (end if end is not None else run.horizon_s)
         assert close(row.wait_s, first - row.submit_s), f"{row.job_id}: wait {row.wait_s}"

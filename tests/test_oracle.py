@@ -18,6 +18,7 @@ from functools import cache
 
 import numpy as np
 import oracle
+from conftest import INSTANT
 import pandas as pd
 import pytest
 from oracle import ORACLES, FifoOracle, ImpactfulOracle, LegacyOracle
@@ -54,6 +55,7 @@ VARIANTS: list[tuple[str, dict]] = [
     ("impactful", {"gangs_preempt_every_pass": True}),
     ("impactful", {"protect_unallocated": True}),
     ("impactful", {"cap_hours": 0.5}),
+    ("impactful", {"cap_hours": 1.0, "cap_hours_interactive": 24.0}),
     ("impactful", {"half_life_days": 1.0, "window_days": 2.0}),
 ]
 VARIANT_IDS = [name + "".join(f"-{k}={v}" for k, v in knobs.items()) for name, knobs in VARIANTS]
@@ -63,7 +65,8 @@ ORACLE_KNOBS = {
     "fifo": {"backfill", "backfill_depth"},
     "legacy": set(),
     "fairshare": {"half_life_days", "refresh_s", "backfill_reservation"},
-    "impactful": {"window_days", "cap_hours", "protect_unallocated", "half_life_days", "refresh_s",
+    "impactful": {"window_days", "cap_hours", "cap_hours_interactive", "protect_unallocated",
+                  "half_life_days", "refresh_s",
                   "boost_interactive", "max_victim_ratio", "gangs_preempt_every_pass", "interactive_reserve",
                   "reserve_min_nodes", "backfill_reservation"},
 }
@@ -129,9 +132,11 @@ def gang_trace(seed: int, n_jobs: int = 150) -> pd.DataFrame:
 
 
 def replay(policy: str, knobs: dict, trace: pd.DataFrame, tree: BudgetTree, gpus: int, per: int,
-           days: float, reference: bool) -> SimResult:
-    """Run one trace under the fast policy or, with ``reference``, under its oracle."""
-    config = SimConfig(policy=policy, gpus=gpus, gpus_per_node=per, days=days, policy_knobs=knobs)
+           days: float, reference: bool, timing: dict | None = None) -> SimResult:
+    """Run one trace under the fast policy or, with ``reference``, under its oracle (with the
+    default latencies, or ``timing``'s)."""
+    config = SimConfig(policy=policy, gpus=gpus, gpus_per_node=per, days=days, policy_knobs=knobs,
+                       **(timing or {}))
     instance = (ORACLES if reference else REGISTRY)[policy](**knobs)
     return simulate(config, trace=trace, budgets=tree, policy=instance)
 
@@ -146,10 +151,10 @@ def first_difference(fast: pd.DataFrame, ref: pd.DataFrame) -> str:
 
 
 def assert_same_log(policy: str, knobs: dict, trace: pd.DataFrame, tree: BudgetTree, gpus: int,
-                    per: int, days: float) -> pd.DataFrame:
+                    per: int, days: float, timing: dict | None = None) -> pd.DataFrame:
     """The fast policy and its oracle write the identical event log; returns it."""
-    fast = replay(policy, knobs, trace, tree, gpus, per, days, reference=False).events
-    ref = replay(policy, knobs, trace, tree, gpus, per, days, reference=True).events
+    fast = replay(policy, knobs, trace, tree, gpus, per, days, reference=False, timing=timing).events
+    ref = replay(policy, knobs, trace, tree, gpus, per, days, reference=True, timing=timing).events
     if not fast.equals(ref):
         pytest.fail(first_difference(fast, ref))
     assert_frame_equal(fast, ref)
@@ -180,6 +185,14 @@ def test_fast_pass_logs_exactly_what_the_reference_pass_logs_on_generated_traces
     gpus, per, days = workload[:3]
     trace, tree = generated(*workload)
     assert_same_log(policy, knobs, trace, tree, gpus, per, days)
+
+
+@pytest.mark.parametrize(("policy", "knobs"), VARIANTS, ids=VARIANT_IDS)
+def test_fast_pass_logs_exactly_what_the_reference_pass_logs_without_latencies(policy, knobs):
+    """Decisions acting at once, as in the hand-made cases: passes at every change, no grace."""
+    workload = GENERATED[1]
+    trace, tree = generated(*workload)
+    assert_same_log(policy, knobs, trace, tree, *workload[:3], timing=INSTANT)
 
 
 @pytest.mark.parametrize("seed", GANG_SEEDS)
@@ -285,7 +298,8 @@ def test_legacy_job_started_in_an_instant_is_not_preempted_in_that_instant():
         ("P", 100.0, 8, 10_000.0, "", 3, True, 0.0),
         ("X", 100.0, 6, 10_000.0, "", 1, True, 0.0),
     )
-    log = assert_same_log("legacy", {}, trace, BudgetTree.from_dict({"name": "root"}), 16, 8, 0.5)
+    log = assert_same_log("legacy", {}, trace, BudgetTree.from_dict({"name": "root"}), 16, 8,
+                          0.5, timing=INSTANT)
     assert events_of(log, "X") == [(100.0, "submit", ""), (100.0, "start", "1")]
     assert [e for _, e, _ in events_of(log, "V")] == ["submit", "start", "preempt", "requeue"]
 
@@ -302,7 +316,8 @@ def test_impactful_job_started_in_an_instant_is_not_preempted_in_that_instant():
         ("P", 100.0, 8, 10_000.0, "a", 0, True, 0.0),
         ("U", 100.0, 6, 10_000.0, "", 0, True, 0.0),
     )
-    log = assert_same_log("impactful", NO_RESERVE, trace, tree, 24, 8, 0.5)
+    log = assert_same_log("impactful", NO_RESERVE, trace, tree, 24, 8,
+                          0.5, timing=INSTANT)
     assert events_of(log, "P")[1] == (100.0, "start", "0")
     assert events_of(log, "U") == [(100.0, "submit", ""), (100.0, "start", "2")]
 
@@ -320,7 +335,8 @@ def test_impactful_lane_skipped_earlier_is_tried_again_after_a_preemption_in_the
         ("A", 20.0, 3, 5000.0, "a", 0, True, 0.0),
         ("U", 20.0, 1, 5000.0, "", 0, True, 0.0),
     )
-    log = assert_same_log("impactful", {**NO_RESERVE, "max_victim_ratio": INF}, trace, tree, 16, 8, 0.5)
+    log = assert_same_log("impactful", {**NO_RESERVE, "max_victim_ratio": INF}, trace, tree, 16, 8,
+                          0.5, timing=INSTANT)
     assert decisions_at(log, 20.0) == [("preempt", "V"), ("start", "A"), ("start", "B")]
 
 
@@ -337,7 +353,8 @@ def test_impactful_lane_skipped_earlier_is_tried_again_after_a_funded_start_in_t
         ("X", 10.0, 4, 5000.0, "b", 0, True, 0.0),
         ("A2", 20.0, 2, 5000.0, "a", 0, True, 0.0),
     )
-    log = assert_same_log("impactful", NO_RESERVE, trace, tree, 16, 8, 0.5)
+    log = assert_same_log("impactful", NO_RESERVE, trace, tree, 16, 8,
+                          0.5, timing=INSTANT)
     assert decisions_at(log, 20.0) == [("start", "A2"), ("preempt", "V"), ("start", "X")]
 
 
@@ -355,7 +372,8 @@ def test_impactful_scan_restarts_after_a_preemption_so_a_job_passed_over_gets_th
         ("a-one", 100.0, 1, 10_000.0, "a1", 0, True, 0.0),
         ("a-two", 100.0, 2, 10_000.0, "a1", 0, True, 0.0),
     )
-    log = assert_same_log("impactful", {**NO_RESERVE, "max_victim_ratio": INF}, trace, tree, 16, 8, 0.5)
+    log = assert_same_log("impactful", {**NO_RESERVE, "max_victim_ratio": INF}, trace, tree, 16, 8,
+                          0.5, timing=INSTANT)
     assert events_of(log, "b-big")[2] == (100.0, "preempt", "1")
     starts = log[(log.t_s == 100.0) & (log.event == "start")].job_id.tolist()
     assert starts == ["a-one", "a-four", "a-two"]

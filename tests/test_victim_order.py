@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from conftest import DAY_S, run_tiny
+from conftest import DAY_S, INSTANT, run_tiny
 
 import impactlab as il
 from impactlab.events import preemptor
@@ -103,7 +103,7 @@ def test_served_measure_by_hand_on_a_two_project_tree():
     tree = il.BudgetTree.flat({"p": 3, "q": 1})
     probe = ServedProbe(**{**KNOBS, "window_days": 4000 / DAY_S, "refresh_s": 500.0})
     probe.probe_at, probe.served = {2000.0, 5500.0}, {}
-    il.simulate(il.SimConfig(policy="impactful", gpus=16, days=6000 / DAY_S, warmup_days=0.0),
+    il.simulate(il.SimConfig(policy="impactful", gpus=16, days=6000 / DAY_S, warmup_days=0.0, **INSTANT),
                 trace=pd.DataFrame(rows), budgets=tree, policy=probe)
     at = probe.served
     root = tree.names[ROOT]

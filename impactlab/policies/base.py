@@ -10,7 +10,10 @@ A policy is a small dataclass whose fields are its knobs. The engine calls it:
 * ``schedule(now, sched)`` whenever something changed. The pass reads the current state from
   ``sched`` and makes decisions with ``sched.start(j, nodes)`` and ``sched.preempt(j, by, reason)``. The
   engine validates every decision, applies it at once (so the next read sees it) and raises
-  ``PolicyError`` on an impossible one. A policy never mutates engine state otherwise.
+  ``PolicyError`` on an impossible one. A policy never mutates engine state otherwise. With a
+  preemption grace period, a victim's GPUs are free to the pass at once; a job started on them
+  holds them then and begins when they are released (its ``started_at`` is ahead of ``now``
+  until then, so it is not yet a victim).
 * ``protection_s(job)`` is the contract: for how long after an attempt starts the job may not
   be preempted. The engine enforces it.
 
@@ -55,7 +58,9 @@ class Scheduler(Protocol):
     started_at: list[float]
     shielded: list[bool]  # protected right now (cleared by the event that ends protection)
     epoch: int  # changes whenever GPUs are freed or a protection ends
-    last_start_s: float  # time of the latest start; jobs started at ``now`` are not yet victims
+    # The latest start (ahead of now for a start waiting for GPUs in a grace period): jobs
+    # starting at or after ``now`` are not yet victims.
+    last_start_s: float
 
     def protected(self, j: int) -> bool:
         """True while job ``j``'s current attempt is protected from preemption (``shielded[j]``)."""

@@ -28,6 +28,9 @@ class Impactful(FairShare):
                               "days", lo=0, hi=90, step=0.5, lo_open=True, ui=(0.5, 28))
     cap_hours: float = knob(8.0, float, "protection cap: a job is protected for min(declared "
                             "minimum runtime, cap)", "h", lo=0, hi=168, step=0.5, ui=(0, 48))
+    cap_hours_interactive: float | None = knob(None, float, "protection cap of interactive "
+                                               "sessions (none: cap_hours)", "h", lo=0, hi=168,
+                                               step=0.5, nullable=True, ui=(0, 48))
     protect_unallocated: bool = knob(False, bool, "unallocated jobs get the contract too")
     half_life_days: float | None = knob(None, float, "decay the window's usage with this "
                                         "half-life instead of a hard cut-off (none: hard cut-off)",
@@ -104,7 +107,7 @@ class Impactful(FairShare):
         """How long pending job ``j`` would keep its nodes from a reserved gang if started now:
         until it ends or its contract ends, whichever is sooner."""
         job = sched.jobs[j]
-        contract = min(job.min_runtime_s, self.cap_hours * 3600.0)
+        contract = min(job.min_runtime_s, self.cap_s(job))
         if not job.funded and not self.protect_unallocated:
             contract = 0.0
         return min(sched.work_left(j), contract)
@@ -120,7 +123,13 @@ class Impactful(FairShare):
             return 0.0
         if getattr(self, "reserve", None) and self.borrows(job, self.ctx.view.nodes[job.idx]):
             return 0.0  # asked as the job starts, once it is placed: a borrower is unprotected
-        return min(job.min_runtime_s, self.cap_hours * 3600.0)
+        return min(job.min_runtime_s, self.cap_s(job))
+
+    def cap_s(self, job: Job) -> float:
+        """The protection cap of ``job``'s kind: ``cap_hours_interactive`` for sessions, if set."""
+        if job.kind == "interactive" and self.cap_hours_interactive is not None:
+            return self.cap_hours_interactive * 3600.0
+        return self.cap_hours * 3600.0
 
     @property
     def window_s(self) -> float:

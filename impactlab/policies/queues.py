@@ -222,7 +222,7 @@ class Searches:
         can now be placed. ``why(v)`` is the reason logged for victim ``v``, asked for every
         victim before the first is preempted (so each sees the state the decision saw)."""
         if victims is None:
-            if sched.last_start_s == sched.now:
+            if sched.last_start_s >= sched.now:
                 self.missed_fresh = True  # jobs started at this instant become victims later
             return False
         reasons = [why(v) for v in victims] if why is not None else [""] * len(victims)
@@ -257,5 +257,5 @@ class PassGate:
         and ``fresh_matter``: they become possible victims as soon as time moves on. A policy
         passes False when they cannot change the next pass (no preemption, or no search
         failed for want of them)."""
-        self.epoch = -1 if fresh_matter and sched.last_start_s == sched.now else sched.epoch
+        self.epoch = -1 if fresh_matter and sched.last_start_s >= sched.now else sched.epoch
         self.news = False
