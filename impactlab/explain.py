@@ -16,7 +16,10 @@ jobs started while this one waited. Each wait gets the reasons the replay suppor
   over-served than its own (the no-ping-pong rule); a gang also searches only at refreshes;
 * ``reserve``: the interactive reserve, which a job that is neither debug nor interactive may
   use when free but not clear by preemption;
-* ``no_preemption``: the policy (or the job's standing under it) never preempts for it.
+* ``no_preemption``: the policy (or the job's standing under it) never preempts for it;
+* ``cycle``: the scheduler decides only every ``cycle_s``: the part of the wait until its next
+  decision;
+* ``grace``: the jobs it preempted kept their GPUs through their grace period (``grace_s``).
 
 A preemption's reason is the one the policy logged (``by=<job_id>; <reason>``). The replay
 counts what a pass could see; it does not rerun the policy, so it states facts that explain a
@@ -45,10 +48,13 @@ from .policies.legacy import Legacy
 from .units import HOUR_S
 
 # Event names as plain strings (an enum's ``.value`` is a Python call on every row replayed).
-SUBMIT, START, PREEMPT, REQUEUE, FINISH, FAIL, WITHDRAW, NODE_DOWN, NODE_UP = (
+SUBMIT, START, PREEMPT, REQUEUE, FINISH, FAIL, WITHDRAW, NODE_DOWN, NODE_UP, KILL, RESUBMIT = (
     Ev.SUBMIT.value, Ev.START.value, Ev.PREEMPT.value, Ev.REQUEUE.value, Ev.FINISH.value,
-    Ev.FAIL.value, Ev.WITHDRAW.value, Ev.NODE_DOWN.value, Ev.NODE_UP.value)
-STOPS = frozenset({FINISH, PREEMPT, FAIL})
+    Ev.FAIL.value, Ev.WITHDRAW.value, Ev.NODE_DOWN.value, Ev.NODE_UP.value, Ev.KILL.value,
+    Ev.RESUBMIT.value)
+#: Rows that give an attempt's GPUs back. A preempted attempt keeps them through its grace
+#: period, until its ``requeue`` or ``kill``; a failed one gives them back at the ``fail``.
+STOPS = frozenset({FINISH, FAIL, REQUEUE, KILL})
 
 
 class SimResult(Protocol):
@@ -75,6 +81,8 @@ class Reason(StrEnum):
     FAIR_SHARE = "fair_share"
     RESERVE = "reserve"
     NO_PREEMPTION = "no_preemption"
+    CYCLE = "cycle"
+    GRACE = "grace"
 
 
 @dataclass(frozen=True)
@@ -185,6 +193,9 @@ class Replay:
         self.state = Occupancy(c.gpus_per_node, [c.gpus_per_node] * c.nodes)
         self.rows = list(result.events[["t_s", "event", "job_id", "nodes", "detail"]].itertuples(index=False))
         self.jobs, self.protection, self.pos = jobs, protection, 0
+        self.cycle_s, self.grace_s = c.cycle_s, c.grace_s
+        kills = result.events[result.events["event"] == KILL]
+        self.lost_at = dict(zip(zip(kills["job_id"], kills["t_s"]), kills["lost_s"]))
 
     def advance(self, until: int) -> None:
         """Apply rows up to (not including) position ``until``."""
@@ -202,9 +213,10 @@ class Replay:
                 state.free[n] -= job.per_node
             state.running[job_id] = Attempt(job, where, t + self.protection(job, where))
         elif event in STOPS:
-            attempt = state.running.pop(job_id)
-            for n in attempt.nodes:
-                state.free[n] += attempt.job.per_node
+            attempt = state.running.pop(job_id, None)  # (a failed attempt is gone before its requeue)
+            if attempt is not None:
+                for n in attempt.nodes:
+                    state.free[n] += attempt.job.per_node
         elif event == NODE_DOWN:
             state.down.add(int(nodes))
         elif event == NODE_UP:
@@ -256,7 +268,7 @@ def explain(result: SimResult, job_id: str, records: Sequence[Job] | None = None
     waiting_since: int | None = None
     for p in np.flatnonzero(result.events["job_id"].to_numpy() == job_id).tolist():
         t, event, _, nodes, detail = replay.rows[p]
-        if event in (SUBMIT, REQUEUE):
+        if event in (SUBMIT, REQUEUE, RESUBMIT):
             steps.append(_queued(job, t, event))
             waiting_since = p
             continue
@@ -276,6 +288,8 @@ def explain(result: SimResult, job_id: str, records: Sequence[Job] | None = None
 def _queued(job: Job, t: float, event: str) -> Step:
     if event == REQUEUE:
         return Step(t, event, "requeued: waits to start again")
+    if event == RESUBMIT:
+        return Step(t, event, "resubmitted by its user: waits to start again")
     project = f"project {job.project}" if job.funded else f"{job.project or 'no project'} (unallocated)"
     return Step(t, event, f"submitted: {job.kind}, {job.gpus} GPU{plural(job.gpus)}, {project}, user {job.user}, "
                           f"{span(job.duration_s)} of work")
@@ -305,6 +319,9 @@ def _event_step(job: Job, t: float, event: str, nodes: str, detail: str, jobs: d
         return Step(t, event, f"failed: {detail}")
     if event == FINISH:
         return Step(t, event, "finished")
+    if event == KILL:
+        return Step(t, event, f"ended: a preempted session is not requeued ({span(detail_loss(replay, t, job))} "
+                              "of it not had)")
     return Step(t, event, f"withdrew: it ran out of patience ({span(job.patience_s)})")
 
 
@@ -318,7 +335,8 @@ def _wait(job: Job, replay: Replay, begin: int, end: int, horizon_s: float | Non
                        _protected(job, walk.protected(t0), replay), _priority(job, walk, t0, replay),
                        _fair_share(job, walk, t0, replay),
                        _reserve(job, replay),
-                       _no_preemption(job, replay)) if w is not None]
+                       _no_preemption(job, replay), _cycle(replay, t0, t1),
+                       _grace(job, replay, t0, t1)) if w is not None]
     text = f"waited {span(t1 - t0)}" + (" (still waiting at the end of the run)" if horizon_s is not None else "")
     return Step(t0, "wait", text, tuple(why), t1 - t0)
 
@@ -490,6 +508,35 @@ def _no_preemption(job: Job, replay: Replay) -> Why | None:
 
 
 # ----- a table to pick a job from ---------------------------------------------------------------
+def _cycle(replay: Replay, t0: float, t1: float) -> Why | None:
+    """The scheduler decides only at multiples of its cycle: the part of the wait before the
+    first decision it could take part in."""
+    cycle = replay.cycle_s
+    if cycle <= 0:
+        return None
+    first = min(math.ceil(t0 / cycle) * cycle, t1)
+    if first <= t0:
+        return None
+    return Why(Reason.CYCLE, f"the scheduler decides every {span(cycle)}: {span(first - t0)} of the wait was "
+                             "until its next cycle")
+
+
+def _grace(job: Job, replay: Replay, t0: float, t1: float) -> Why | None:
+    """Jobs this one preempted kept their GPUs through their grace period before it started."""
+    made_room = [r for r in replay.rows
+                 if r.event == PREEMPT and t0 <= r.t_s <= t1 and preemptor(r.detail) == job.job_id]
+    if not made_room or replay.grace_s <= 0:
+        return None
+    n = len(made_room)
+    return Why(Reason.GRACE, f"it preempted {n} job{plural(n)} at {hours(made_room[0].t_s)}, which kept "
+                             f"{'their' if n > 1 else 'its'} GPUs for the {span(replay.grace_s)} grace period")
+
+
+def detail_loss(replay: Replay, t: float, job: Job) -> float:
+    """The session time a kill at ``t`` took away (the kill row's ``lost_s``)."""
+    return replay.lost_at.get((job.job_id, t), 0.0)
+
+
 def story_choices(result: SimResult, limit: int = 200) -> pd.DataFrame:
     """The jobs most worth a question, for a picker: the most preempted, then the longest
     waiting first (job_id, kind, gpus, project, wait_h, preempts, state), at most ``limit``."""

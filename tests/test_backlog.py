@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 import impactlab as il
+from conftest import INSTANT
 from impactlab.metrics import Window, backlog, queue_lengths
 from impactlab.traces.reshape import default_patience
 from impactlab.units import HOUR_S
@@ -30,7 +31,7 @@ def test_queue_lengths_count_submits_requeues_starts_and_withdrawals():
 
 
 def test_an_overloaded_replay_without_patience_is_flagged_with_its_queue(caplog):
-    result = il.simulate(il.SimConfig(policy="fifo", gpus=16, days=4), trace=overloaded())
+    result = il.simulate(il.SimConfig(policy="fifo", gpus=16, days=4, **INSTANT), trace=overloaded())
     with caplog.at_level(logging.WARNING, logger="impactlab"):
         summary = result.summary()
     # the queue grows by 4 - 2 = 2 jobs an hour: 2 x 48 at the window's start (day 2), 2 x 96 at the end
@@ -40,7 +41,7 @@ def test_an_overloaded_replay_without_patience_is_flagged_with_its_queue(caplog)
 
 
 def test_a_declared_patience_bounds_the_backlog(caplog):
-    config = il.SimConfig(policy="fifo", gpus=16, days=4, patience_hours=6)
+    config = il.SimConfig(policy="fifo", gpus=16, days=4, patience_hours=6, **INSTANT)
     result = il.simulate(config, trace=overloaded())
     with caplog.at_level(logging.WARNING, logger="impactlab"):
         summary = result.summary()

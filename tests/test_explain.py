@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 
+import pandas as pd
 import pytest
 from conftest import DAY_S, examples, run_tiny, small_tree, traces
 from hypothesis import HealthCheck, given, settings
@@ -276,3 +277,22 @@ def test_the_explorer_tells_the_story_of_a_job_picked_from_the_table():
     assert [label for label, _ in stories.run.options] == [r.run for r in app.results]
     stories.run.value = 1
     assert [value for _, value in stories.table.options] == story_choices(app.results[1]).job_id.tolist()
+
+
+def test_latencies_are_reasons_a_cycle_and_a_grace_period():
+    # one node; a training job (unallocated, so preemptible at once) runs from 0; a funded debug
+    # job arrives at 1 s. The pass at the 30 s cycle preempts the trainer, which keeps its GPUs
+    # for the 30 s grace period: the debug job starts at 60 s.
+    from impactlab import BudgetTree, SimConfig, simulate
+
+    rows = [{"job_id": "t", "submit_s": 0.0, "project": "", "gpus": 8, "duration_s": 7200, "kind": "training"},
+            {"job_id": "d", "submit_s": 1.0, "project": "p", "gpus": 8, "duration_s": 60, "kind": "debug"}]
+    config = SimConfig(policy="impactful", gpus=8, days=1 / 24, warmup_days=0.0, cycle_s=30.0, grace_s=30.0,
+                       startup_s=0.0, policy_knobs={"interactive_reserve": 0.0})
+    result = simulate(config, trace=pd.DataFrame(rows), budgets=BudgetTree.flat({"p": 1}))
+    story = result.explain("d")
+    wait = next(step for step in story.steps if step.kind == "wait")
+    assert wait.span_s == 59.0
+    reasons = {w.reason: w.text for w in wait.why}
+    assert "29 s of the wait was until its next cycle" in reasons["cycle"]
+    assert "it preempted 1 job at 0.01 h, which kept its GPUs for the 30 s grace period" in reasons["grace"]
