@@ -129,8 +129,8 @@ class SimResult:
         """Funded gangs waiting and the GPU-hours idle or lent meanwhile, per time bucket
         (``tables.gang_wait_series``)."""
         c = self.config
-        return self._tagged(tables.gang_wait_series(self.events, self._attempts, self.jobs, self._down, c.nodes,
-                                                    c.gpus_per_node, self._edges(bucket_s), min_gpus))
+        return self._tagged(tables.gang_wait_series(self.events, self._attempts, self.jobs, self._down,
+                                                    c.nodes, c.gpus_per_node, self._edges(bucket_s), min_gpus))
 
     def free_block_series(self, bucket_s: float | None = None) -> pd.DataFrame:
         """Free (or lent) GPUs and the largest block one job could get, per time bucket

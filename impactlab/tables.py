@@ -130,7 +130,8 @@ def wait_by_size(jobs: pd.DataFrame, window: Window, gpus_per_node: int, work: s
     waits = inside.groupby("gpus")["wait_s"]
     out = pd.DataFrame({"jobs": waits.size(), "p50_h": waits.quantile(0.5), "p90_h": waits.quantile(0.9),
                         "mean_h": waits.mean(),
-                        "queued_gpu_hours": (held * inside["queued_s"]).groupby(inside["gpus"]).sum() / HOUR_S})
+                        "queued_gpu_hours": (held * inside["queued_s"]).groupby(inside["gpus"]).sum()})
+    out["queued_gpu_hours"] /= HOUR_S
     out[["p50_h", "p90_h", "mean_h"]] /= HOUR_S
     out = out.reset_index().astype({"gpus": int, "jobs": int})
     out.insert(1, "bucket", gang_bucket(out["gpus"]))
@@ -147,7 +148,8 @@ def gang_bucket(gpus: pd.Series) -> pd.Series:
     """Power-of-two size buckets of requested GPUs: 1, 2, 3-4, 5-8, 9-16, ... (``bucket_order``)."""
     hi = 2 ** np.ceil(np.log2(np.maximum(gpus.to_numpy(float), 1))).astype(int)
     lo = hi // 2 + 1
-    return pd.Series(np.where(lo < hi, [f"{a}-{b}" for a, b in zip(lo, hi)], hi.astype(str)), index=gpus.index)
+    labels = np.where(lo < hi, [f"{a}-{b}" for a, b in zip(lo, hi)], hi.astype(str))
+    return pd.Series(labels, index=gpus.index)
 
 
 def bucket_order(labels: pd.Series) -> list[str]:
@@ -323,13 +325,33 @@ def gantt(att: pd.DataFrame, jobs: pd.DataFrame, t0_s: float, t1_s: float,
 
 
 # ----- fragmentation -------------------------------------------------------------------------------
+def _attempt_nodes(nodes: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Each attempt's nodes in order, flattened, and how many each attempt has. Only gangs'
+    lists are split: splitting every string took most of the time at 1024 GPUs."""
+    gang = nodes.str.contains(",", regex=False).to_numpy(bool)
+    n_on = np.ones(len(nodes), int)
+    split = nodes[gang].str.split(",")
+    n_on[gang] = split.str.len().to_numpy(int)
+    out = np.repeat(np.zeros(len(nodes), int), n_on)
+    starts = np.cumsum(n_on) - n_on
+    out[starts[~gang]] = nodes[~gang].astype(int).to_numpy()
+    if gang.any():
+        out[np.repeat(starts[gang], n_on[gang]) + _ranks(n_on[gang])] = split.explode().astype(int).to_numpy()
+    return out, n_on
+
+
+def _ranks(counts: np.ndarray) -> np.ndarray:
+    """0..k-1 for each count k, concatenated."""
+    return np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
 def free_steps(att: pd.DataFrame, down: pd.DataFrame, n_nodes: int,
                gpus_per_node: int) -> tuple[np.ndarray, np.ndarray]:
     """Nodes with at least k free GPUs, k = 1..gpus_per_node, replayed from the attempts and the
     failures: change times [T] (from 0) and counts [T, gpus_per_node]. A node that is down has
     no free GPUs (jobs may still sit there until a person drains it)."""
-    n_on = att["nodes"].str.count(",").to_numpy(int) + 1
-    node = np.concatenate([att["nodes"].str.split(",").explode().astype(int).to_numpy(), down["node"].to_numpy(int)])
+    on, n_on = _attempt_nodes(att["nodes"])
+    node = np.concatenate([on, down["node"].to_numpy(int)])
     weight = np.concatenate([np.repeat(att["gpus"].to_numpy(int) // n_on, n_on),
                              np.full(len(down), gpus_per_node)])
     start = np.concatenate([np.repeat(att["start_s"].to_numpy(float), n_on), down["down_s"].to_numpy(float)])
@@ -415,14 +437,20 @@ def _while_waiting(events: pd.DataFrame, att: pd.DataFrame, jobs: pd.DataFrame, 
     held = pd.Series(_held(gangs["gpus"], gpus_per_node), index=code.index)
     t_q, n_q = _queued_steps(events, code, pd.Series(1.0, index=code.index), len(labels))
     _, g_q = _queued_steps(events, code, held, len(labels))
+    sizes = np.unique(held.to_numpy())
+    by_size = pd.Series(np.searchsorted(sizes, held.to_numpy()), index=held.index)
+    _, s_q = _queued_steps(events, by_size, pd.Series(1.0, index=held.index), len(sizes))
     t_f, counts = free_steps(att, down, n_nodes, gpus_per_node)
     t_l, lent = _lent_steps(att, down, jobs, gpus_per_node)
     times = np.union1d(np.union1d(t_q, t_f), t_l)
     queued = _at(t_q, np.column_stack([n_q, n_q.sum(axis=1)]), times)
     waiting = (queued > 0.5).astype(float)  # counts are whole numbers
+    # the smallest held size with a gang queued (0 while none is)
+    smallest = np.where(s_q > 0.5, sizes, np.inf).min(axis=1, initial=np.inf)
     return times, {"gangs": queued, "queued_gpus": _at(t_q, np.column_stack([g_q, g_q.sum(axis=1)]), times),
                    "idle_gpus": waiting * _at(t_f, counts.sum(axis=1), times)[:, None],
-                   "lent_gpus": waiting * _at(t_l, lent, times)[:, None], "waiting": waiting}
+                   "lent_gpus": waiting * _at(t_l, lent, times)[:, None], "waiting": waiting,
+                   "smallest": _at(t_q, np.where(np.isfinite(smallest), smallest, 0.0), times)[:, None]}
 
 
 def gang_idle(events: pd.DataFrame, att: pd.DataFrame, jobs: pd.DataFrame, down: pd.DataFrame,
@@ -448,14 +476,18 @@ def gang_wait_series(events: pd.DataFrame, att: pd.DataFrame, jobs: pd.DataFrame
                      n_nodes: int, gpus_per_node: int, edges: np.ndarray,
                      min_gpus: int | None = None) -> pd.DataFrame:
     """Per time bucket, for funded gangs (``gang_jobs``) of any size: gangs_waiting (time-averaged
-    count queued), queued_gpus (time-averaged GPUs they would hold), and the GPU-hours left idle
-    and lent to unallocated work while at least one waited: t_h, gangs_waiting, queued_gpus,
-    idle_gpu_hours, lent_gpu_hours."""
+    count queued), queued_gpus (time-averaged GPUs they would hold), smallest_waiting_gpus (held
+    GPUs of the smallest one queued, averaged over the time one was; NaN if none was), and the
+    GPU-hours left idle and lent to unallocated work while at least one waited: t_h,
+    gangs_waiting, queued_gpus, smallest_waiting_gpus, idle_gpu_hours, lent_gpu_hours."""
     gangs = gang_jobs(jobs, gpus_per_node, min_gpus)
     labels = bucket_order(gang_bucket(gangs["gpus"]))
     times, steps = _while_waiting(events, att, jobs, down, n_nodes, gpus_per_node, gangs, labels)
     width = np.diff(edges)
     per = {name: per_bucket(times, values[:, -1], edges) for name, values in steps.items()}
+    smallest = np.divide(per["smallest"], per["waiting"], out=np.full(len(width), np.nan),
+                         where=per["waiting"] > 0)
     return pd.DataFrame({"t_h": edges[:-1] / HOUR_S, "gangs_waiting": per["gangs"] / width,
-                         "queued_gpus": per["queued_gpus"] / width, "idle_gpu_hours": per["idle_gpus"] / HOUR_S,
+                         "queued_gpus": per["queued_gpus"] / width, "smallest_waiting_gpus": smallest,
+                         "idle_gpu_hours": per["idle_gpus"] / HOUR_S,
                          "lent_gpu_hours": per["lent_gpus"] / HOUR_S})

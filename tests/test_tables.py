@@ -33,7 +33,8 @@ COLUMNS = {
     "queue_series": ["t_h", "kind", "queued_jobs", "queued_gpus"],
     "gantt": ["node", "job_id", "kind", "funded", "gpus_on_node", "start_h", "end_h"],
     "gang_idle": ["bucket", "gangs", "waiting_h", "queued_gpu_hours", "idle_gpu_hours", "lent_gpu_hours"],
-    "gang_wait_series": ["t_h", "gangs_waiting", "queued_gpus", "idle_gpu_hours", "lent_gpu_hours"],
+    "gang_wait_series": ["t_h", "gangs_waiting", "queued_gpus", "smallest_waiting_gpus", "idle_gpu_hours",
+                         "lent_gpu_hours"],
     "free_block_series": ["t_h", "free_gpus", "largest_free_gpus", "open_gpus", "largest_open_gpus"],
 }
 
@@ -291,7 +292,8 @@ def gang_waits():
     2 GPUs) 0-2000, both on node 0; the funded gang g (8 GPUs: both nodes) arrives at 100, waits
     for both nodes until 2000 and runs 2000-2500. While g waits: 4 GPUs idle until 1000, then 6;
     b's 2 GPUs are lent to unallocated work throughout."""
-    rows = [job("a", 0, 2, 1000, project="p", kind="training"), job("b", 0, 2, 2000, project="", kind="training"),
+    rows = [job("a", 0, 2, 1000, project="p", kind="training"),
+            job("b", 0, 2, 2000, project="", kind="training"),
             job("g", 100, 8, 500, project="p", kind="pretrain")]
     return run_tiny(rows, policy="fifo", gpus=8, gpus_per_node=4, horizon_s=3000.0,
                     budgets=BudgetTree.from_dict({"name": "root", "children": [{"name": "p"}]}))
@@ -328,8 +330,24 @@ def test_gang_wait_series_by_hand(gang_waits):
     assert table["t_h"].tolist() == approx([0, 1000 / H, 2000 / H])
     assert table["gangs_waiting"].tolist() == approx([0.9, 1.0, 0.0])
     assert table["queued_gpus"].tolist() == approx([7.2, 8.0, 0.0])
+    assert table["smallest_waiting_gpus"].tolist()[:2] == approx([8, 8])
+    assert np.isnan(table["smallest_waiting_gpus"].iloc[2])  # no gang waited
     assert table["idle_gpu_hours"].tolist() == approx([4 * 900 / H, 6 * 1000 / H, 0])
     assert table["lent_gpu_hours"].tolist() == approx([2 * 900 / H, 2 * 1000 / H, 0])
+
+
+def test_smallest_waiting_gang_follows_the_queue():
+    """FIFO on 3 nodes of 4 GPUs: x holds node 0 over 0-1000; the 12-GPU gang G waits from 10 to
+    1000 and runs until 1100; the 8-GPU gang g, behind it from 200, starts at 1100."""
+    rows = [job("x", 0, 4, 1000, project="p"), job("G", 10, 12, 100, project="p"),
+            job("g", 200, 8, 2000, project="p")]
+    result = run_tiny(rows, policy="fifo", gpus=12, gpus_per_node=4, horizon_s=4000.0,
+                      budgets=BudgetTree.from_dict({"name": "root", "children": [{"name": "p"}]}))
+    table = result.gang_wait_series(bucket_s=1000.0)
+    smallest = table["smallest_waiting_gpus"].tolist()
+    assert smallest[:2] == approx([(12 * 190 + 8 * 800) / 990, 8])
+    assert np.isnan(smallest[2:]).all()
+    assert table["gangs_waiting"].tolist() == approx([(990 + 800) / 1000, 0.1, 0, 0])
 
 
 def test_free_block_series_by_hand(gang_waits):
