@@ -323,7 +323,6 @@ def gantt(att: pd.DataFrame, jobs: pd.DataFrame, t0_s: float, t1_s: float,
     return rows[rows["node"].isin(fits)].reset_index(drop=True)
 
 
-
 # ----- fragmentation -------------------------------------------------------------------------------
 def _attempt_nodes(nodes: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """Each attempt's nodes in order, flattened, and how many each attempt has. Only gangs'
@@ -431,7 +430,8 @@ def _while_waiting(events: pd.DataFrame, att: pd.DataFrame, jobs: pd.DataFrame, 
                    n_nodes: int, gpus_per_node: int, gangs: pd.DataFrame,
                    labels: list[str]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Step functions on one time grid [T]: per gang bucket (columns in ``labels`` order, then
-    "all") the gangs queued, their held GPUs, and the idle and lent GPUs while any was queued."""
+    "all") the gangs queued, their held GPUs, whether any is queued, and the idle and lent GPUs
+    while any is; and (one column) the held GPUs of the smallest gang queued, 0 while none is."""
     code = pd.Series(pd.Categorical(gang_bucket(gangs["gpus"]), categories=labels).codes,
                      index=gangs["job_id"].to_numpy())
     held = pd.Series(_held(gangs["gpus"], gpus_per_node), index=code.index)
@@ -445,7 +445,6 @@ def _while_waiting(events: pd.DataFrame, att: pd.DataFrame, jobs: pd.DataFrame, 
     times = np.union1d(np.union1d(t_q, t_f), t_l)
     queued = _at(t_q, np.column_stack([n_q, n_q.sum(axis=1)]), times)
     waiting = (queued > 0.5).astype(float)  # counts are whole numbers
-    # the smallest held size with a gang queued (0 while none is)
     smallest = np.where(s_q > 0.5, sizes, np.inf).min(axis=1, initial=np.inf)
     return times, {"gangs": queued, "queued_gpus": _at(t_q, np.column_stack([g_q, g_q.sum(axis=1)]), times),
                    "idle_gpus": waiting * _at(t_f, counts.sum(axis=1), times)[:, None],
