@@ -681,7 +681,7 @@ def gang_idle(results: Any) -> alt.FacetChart:
             "GPUs idle or lent while large gangs waited",
             subtitle=["GPU-hours of the window during which at least one funded multi-node gang of",
                       "that size was queued; lent GPUs could be taken back by preemption, idle ones",
-                      "were free but in pieces"]))
+                      "were free but too few, or not on whole nodes"]))
     )
 
 
