@@ -144,9 +144,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.gpus, args.seeds, args.demands, args.funded = [256], [0], [2.5], False
-    rows = pd.DataFrame([row(task) for task in tasks(args)])  # (a process pool hung in CI sandboxes)
-    if args.csv:
-        rows.to_csv(args.csv, index=False)
+    done = []
+    for task in tasks(args):  # one process: a process pool hung in CI sandboxes
+        done.append(row(task))
+        if args.csv:  # rewritten after every run, so a long matrix stopped early keeps its rows
+            pd.DataFrame(done).to_csv(args.csv, index=False)
+    rows = pd.DataFrame(done)
     print(table(rows))
     print()
     print(fragmentation_table(rows))
