@@ -19,6 +19,7 @@ from impactlab.tables import NICE_BUCKETS_S, bucket_edges, bucket_order, bucket_
 approx = pytest.approx
 H = 3600.0
 
+FRAGMENTATION = ["gang_idle", "gang_wait_series", "free_block_series"]
 TABLES = ("wait_quantiles", "wait_cdf", "wait_by_size", "preemption_series", "preemptions_by_kind",
           "share_series", "pyramid_series", "queue_series", "gantt", "gang_idle", "gang_wait_series",
           "free_block_series")
@@ -411,12 +412,16 @@ def test_fragmentation_tables_agree_with_the_pyramid_on_random_traces(trace, pol
 # ----- a real run at scale ----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def big():
-    """fifo on 1024 GPUs for 30 days (some seconds), with every table built once and timed."""
+    """fifo on 1024 GPUs for 30 days (some seconds), with every table built once; seconds to build
+    the fragmentation tables and the others, timed apart."""
     result = il.simulate(il.SimConfig(policy="fifo", gpus=1024, days=30))
     result.summary()
-    began = time.perf_counter()
-    built = {name: getattr(result, name)() for name in TABLES}
-    return result, built, time.perf_counter() - began
+    built, seconds = {}, {}
+    for group in (FRAGMENTATION, [name for name in TABLES if name not in FRAGMENTATION]):
+        began = time.perf_counter()
+        built.update({name: getattr(result, name)() for name in group})
+        seconds[group[0]] = time.perf_counter() - began
+    return result, built, seconds
 
 
 @pytest.mark.parametrize("name", TABLES)
@@ -434,7 +439,9 @@ def test_every_table_stays_small_at_1024_gpus_and_30_days(big, name):
 
 def test_tables_build_fast_at_1024_gpus_and_30_days(big):
     _, _, seconds = big
-    assert seconds < 15  # about 1.6 s when measured; a loop over events would take minutes
+    # on a quiet 2-core machine about 3.0 s for the others and 1.4 s for the fragmentation
+    # tables (several times that when the machine is shared); a loop over events takes minutes
+    assert all(s < 15 for s in seconds.values()), seconds
 
 
 def test_root_impact_is_the_headline_impact_on_a_real_run(big):
