@@ -8,6 +8,9 @@ docs/calibration.md).
 
 Every variant replays the same trace in a row group. "largest gangs p90" is the p90 first-start
 wait (hours) of funded jobs of at least max(9, G/16) GPUs submitted in the reporting window.
+The second table (``SimResult.gang_idle`` and ``free_block_series``) is fragmentation: how long
+funded multi-node gangs waited, what was idle or lent to unallocated work meanwhile (shares of
+the window's GPU-hours), and the mean largest block one job could get.
 """
 
 from __future__ import annotations
@@ -28,6 +31,12 @@ VARIANTS = {
     "impactful": ("impactful", {}),
     "impactful+resv": ("impactful", {"backfill_reservation": True}),
     "impactful-noreserve": ("impactful", {"interactive_reserve": 0.0}),
+    "impactful+everypass": ("impactful", {"gangs_preempt_every_pass": True}),
+    "impactful+everypass+resv": ("impactful", {"gangs_preempt_every_pass": True,
+                                               "backfill_reservation": True}),
+    "impactful-victims2": ("impactful", {"max_victim_ratio": 2.0}),
+    "impactful-victimsinf": ("impactful", {"max_victim_ratio": float("inf")}),
+    "impactful-refresh60": ("impactful", {"refresh_s": 60.0}),
 }
 DEFAULT_VARIANTS = ["legacy", "fairshare", "impactful", "impactful+resv"]
 
@@ -62,7 +71,21 @@ def row(task: tuple) -> dict:
             "occupancy": s["occupancy"], "impact": s["impact"], "unallocated_share": s["unallocated_share"],
             "debug_p90_s": s["wait_s"].get("debug", {}).get("p90", float("nan")),
             "big_p90_h": big.wait_s.quantile(0.9) / 3600 if len(big) else float("nan"),
-            "preemptions": s["preemptions"], "sim_wall_s": s["sim_wall_s"]}
+            "preemptions": s["preemptions"], "sim_wall_s": s["sim_wall_s"], **fragmentation(result)}
+
+
+def fragmentation(result: il.SimResult) -> dict:
+    """While funded multi-node gangs waited (in the window): the share of the window they waited,
+    and the GPU-hours left idle or lent to unallocated work as shares of the window's capacity;
+    the mean largest block of free GPUs, and of free-or-lent GPUs, over the window."""
+    window = result.window
+    capacity_h = window.capacity * window.span_s / 3600
+    gangs = result.gang_idle().set_index("bucket").loc["all"]
+    blocks = result.free_block_series()
+    inside = blocks[blocks.t_h * 3600 >= window.t0]
+    return {"gang_waiting_share": gangs.waiting_h * 3600 / window.span_s,
+            "gang_idle_share": gangs.idle_gpu_hours / capacity_h, "gang_lent_share": gangs.lent_gpu_hours / capacity_h,
+            "largest_free_gpus": inside.largest_free_gpus.mean(), "largest_open_gpus": inside.largest_open_gpus.mean()}
 
 
 def tasks(args: argparse.Namespace) -> list[tuple]:
@@ -95,6 +118,20 @@ def table(rows: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def fragmentation_table(rows: pd.DataFrame) -> str:
+    """Means over seeds of the fragmentation columns, as a markdown table."""
+    cols = ["gang_waiting_share", "gang_idle_share", "gang_lent_share", "largest_free_gpus",
+            "largest_open_gpus"]
+    mean = rows.groupby(["scenario", "variant"], sort=False)[cols].mean()
+    lines = ["| scenario | policy | gangs waiting (share of time) | idle while gangs waited | lent while "
+             "gangs waited | largest free block (GPUs) | largest free-or-lent block (GPUs) |",
+             "|---|---|---|---|---|---|---|"]
+    for (scenario, variant), r in mean.iterrows():
+        lines.append(f"| {scenario} | {variant} | {r.gang_waiting_share:.2f} | {r.gang_idle_share:.3f} | "
+                     f"{r.gang_lent_share:.3f} | {r.largest_free_gpus:.1f} | {r.largest_open_gpus:.1f} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -107,10 +144,15 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.gpus, args.seeds, args.demands, args.funded = [256], [0], [2.5], False
-    rows = pd.DataFrame([row(task) for task in tasks(args)])  # (a process pool hung in CI sandboxes)
-    if args.csv:
-        rows.to_csv(args.csv, index=False)
+    done = []
+    for task in tasks(args):  # one process: a process pool hung in CI sandboxes
+        done.append(row(task))
+        if args.csv:  # rewritten after every run, so a long matrix stopped early keeps its rows
+            pd.DataFrame(done).to_csv(args.csv, index=False)
+    rows = pd.DataFrame(done)
     print(table(rows))
+    print()
+    print(fragmentation_table(rows))
 
 
 if __name__ == "__main__":

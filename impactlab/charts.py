@@ -598,10 +598,11 @@ def pyramid(results: Any) -> alt.FacetChart:
     )
 
 
-def fragmentation(results: Any) -> alt.LayerChart:
-    """Queue wait against gang size (log-log), p50 and p90 per run: do large jobs wait longer?"""
+def fragmentation(results: Any, work: str = "all") -> alt.LayerChart:
+    """Queue wait against gang size (log-log), p50 and p90 per run: do large jobs wait longer?
+    ``work``: all jobs, or funded or unallocated ones alone."""
     rs = as_results(results)
-    table = _table(rs, "wait_by_size")
+    table = _table(rs, "wait_by_size", work=work)
     long = table.melt(
         id_vars=["run", "gpus", "jobs"],
         value_vars=["p50_h", "p90_h"],
@@ -641,8 +642,82 @@ def fragmentation(results: Any) -> alt.LayerChart:
         height=300,
         title=alt.Title(
             "Queue wait by gang size",
-            subtitle="p50 (solid) and p90 (dashed) first-start wait of jobs of each exact size; size: jobs",
+            subtitle="p50 (solid) and p90 (dashed) first-start wait of "
+            + ("jobs" if work == "all" else f"{work} jobs")
+            + " of each exact size; size: jobs",
         ),
+    )
+
+
+GANG_IDLE_COLORS = {"idle": "#bdbdbd", "lent to unallocated work": TIER_COLORS["unallocated"]}
+
+
+def gang_idle(results: Any) -> alt.FacetChart:
+    """Per gang-size bucket and run: GPU-hours left idle or lent to unallocated work while funded
+    multi-node gangs of that size waited (the reporting window), labelled with the hours they waited."""
+    rs = as_results(results)
+    table = _table(rs, "gang_idle")
+    long = table.melt(id_vars=["run", "bucket", "gangs", "waiting_h", "queued_gpu_hours"],
+                      value_vars=["idle_gpu_hours", "lent_gpu_hours"], var_name="what",
+                      value_name="gpu_hours")
+    long["what"] = long["what"].map({"idle_gpu_hours": "idle", "lent_gpu_hours": "lent to unallocated work"})
+    buckets = [b for b in table["bucket"].drop_duplicates() if b != "all"] + ["all"]
+    color = alt.Color("what:N", title="while gangs waited, GPUs were",
+                      scale=alt.Scale(domain=list(GANG_IDLE_COLORS), range=list(GANG_IDLE_COLORS.values())))
+    tooltip = ["run:N", alt.Tooltip("bucket:N", title="gang GPUs"), "what:N",
+               alt.Tooltip("gpu_hours:Q", title="GPU-hours", format=",.0f"),
+               alt.Tooltip("waiting_h:Q", title="hours with a gang waiting", format=".1f"),
+               alt.Tooltip("queued_gpu_hours:Q", title="GPU-hours the gangs waited for", format=",.0f"),
+               alt.Tooltip("gangs:Q", title="gangs submitted")]
+    bars = alt.Chart().mark_bar().encode(
+        x=alt.X("sum(gpu_hours):Q", title="GPU-hours (reporting window)", stack=True),
+        y=alt.Y("run:N", title=None, sort=_runs(rs)), color=color, tooltip=tooltip)
+    return (
+        alt.layer(bars, data=long)
+        .properties(width=WIDTH - 260, height=alt.Step(16))
+        .facet(row=alt.Row("bucket:N", title="funded gangs of (GPUs)", sort=buckets,
+                           header=alt.Header(labelAngle=0, labelAlign="left")))
+        .properties(title=alt.Title(
+            "GPUs idle or lent while large gangs waited",
+            subtitle=["GPU-hours of the window during which at least one funded multi-node gang of",
+                      "that size was queued; lent GPUs could be taken back by preemption, idle ones",
+                      "were free but too few, or not on whole nodes"]))
+    )
+
+
+BLOCK_COLORS = {"largest free block": "#2ca02c", "largest free-or-lent block": "#fdae6b",
+                "smallest waiting gang": "#9467bd"}
+
+
+def free_blocks(results: Any) -> alt.FacetChart:
+    """Over time, per run: the largest block of GPUs one job could get (free only, and free or lent
+    to unallocated work) against the GPUs the smallest waiting funded gang needs (time-averaged)."""
+    rs = as_results(results)
+    blocks = _table(rs, "free_block_series").merge(_table(rs, "gang_wait_series"),
+                                                   on=["run", "policy", "t_h"])
+    columns = ["largest_free_gpus", "largest_open_gpus", "smallest_waiting_gpus"]
+    long = blocks.melt(id_vars=["run", "t_h"], value_vars=columns, var_name="series", value_name="gpus")
+    long["series"] = long["series"].map(dict(zip(columns, BLOCK_COLORS)))
+    long = _coarsen(long, ["run", "series"], {"gpus": "mean"}, ROW_BUDGET)
+    long = long.assign(day=_day(long["t_h"]))
+    bucket = _bucket_h(long["t_h"])
+    color = alt.Color("series:N", title=None,
+                      scale=alt.Scale(domain=list(BLOCK_COLORS), range=list(BLOCK_COLORS.values())))
+    line = _only("line").mark_line(interpolate="step-after", strokeWidth=1.5).encode(
+        x=_time_x(), y=alt.Y("gpus:Q", title="GPUs (mean)"), color=color,
+        tooltip=["run:N", "series:N", alt.Tooltip("t_h:Q", title="hour", format=".0f"),
+                 alt.Tooltip("gpus:Q", title="GPUs", format=".1f")])
+    data = _layers(line=long, warmup=_warmup_rows(rs))
+    return (
+        alt.layer(_warmup_band(), line, _warmup_end(), data=data)
+        .properties(width=WIDTH - 220, height=140)
+        .facet(row=_row(rs))
+        .properties(title=alt.Title(
+            f"The largest block one job could get (mean per {fmt_duration(bucket * 3600)})",
+            subtitle=["whole free nodes x GPUs per node, or the most free on one node; free-or-lent",
+                      "also counts GPUs held by unallocated work, which a funded job may preempt;",
+                      "purple: GPUs the smallest waiting funded multi-node gang needs (gaps: none",
+                      "waiting). " + _WARMUP_NOTE]))
     )
 
 

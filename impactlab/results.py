@@ -135,9 +135,31 @@ class SimResult:
         """Empirical CDF of first-start waits per kind and "all" (``tables.wait_cdf``)."""
         return self._tagged(tables.wait_cdf(self.jobs, self.window, points))
 
-    def wait_by_size(self) -> pd.DataFrame:
-        """First-start waits per exact gang size (``tables.wait_by_size``)."""
-        return self._tagged(tables.wait_by_size(self.jobs, self.window))
+    def wait_by_size(self, work: str = "all") -> pd.DataFrame:
+        """First-start waits and queued GPU-hours per exact gang size, of all, funded or
+        unallocated jobs (``tables.wait_by_size``)."""
+        return self._tagged(tables.wait_by_size(self.jobs, self.window, self.config.gpus_per_node, work))
+
+    def gang_idle(self, min_gpus: int | None = None) -> pd.DataFrame:
+        """GPU-hours idle and lent to unallocated work while funded gangs waited, per gang-size
+        bucket, in the window (``tables.gang_idle``; gangs: multi-node, or ``min_gpus`` and up)."""
+        c = self.config
+        return self._tagged(tables.gang_idle(self.events, self._attempts, self.jobs, self._down, c.nodes,
+                                             c.gpus_per_node, self.window, min_gpus))
+
+    def gang_wait_series(self, bucket_s: float | None = None, min_gpus: int | None = None) -> pd.DataFrame:
+        """Funded gangs waiting and the GPU-hours idle or lent meanwhile, per time bucket
+        (``tables.gang_wait_series``)."""
+        c = self.config
+        return self._tagged(tables.gang_wait_series(self.events, self._attempts, self.jobs, self._down,
+                                                    c.nodes, c.gpus_per_node, self._edges(bucket_s), min_gpus))
+
+    def free_block_series(self, bucket_s: float | None = None) -> pd.DataFrame:
+        """Free (or lent) GPUs and the largest block one job could get, per time bucket
+        (``tables.free_block_series``)."""
+        c = self.config
+        return self._tagged(tables.free_block_series(self._attempts, self.jobs, self._down, c.nodes,
+                                                     c.gpus_per_node, self._edges(bucket_s)))
 
     def preemption_series(self, bucket_s: float | None = None) -> pd.DataFrame:
         """Preemptions and lost GPU-hours per time bucket and kind (``tables.preemption_series``)."""

@@ -112,14 +112,50 @@ def _cdf(kind: str, waits: np.ndarray, points: int) -> pd.DataFrame:
     return pd.DataFrame({"kind": kind, "wait_h": at / HOUR_S, "fraction": fraction})
 
 
-def wait_by_size(jobs: pd.DataFrame, window: Window) -> pd.DataFrame:
-    """First-start waits per exact gang size, jobs submitted in the window: gpus, jobs, p50_h,
-    p90_h, mean_h."""
-    waits = submitted_in(jobs, window).groupby("gpus")["wait_s"]
+WORK = ("all", "funded", "unallocated")  # which jobs a per-size table covers
+
+
+def _work(jobs: pd.DataFrame, work: str) -> pd.DataFrame:
+    """Funded jobs, unallocated jobs, or all of them."""
+    if work not in WORK:
+        raise ValueError(f"work={work!r}: expected one of {', '.join(WORK)}")
+    return jobs if work == "all" else jobs[(jobs["leaf"] >= 0) == (work == "funded")]
+
+
+def wait_by_size(jobs: pd.DataFrame, window: Window, gpus_per_node: int, work: str = "all") -> pd.DataFrame:
+    """First-start waits per exact gang size, jobs submitted in the window (``work``: all, funded
+    or unallocated jobs): gpus, bucket (power-of-two size bucket), jobs, p50_h, p90_h, mean_h,
+    queued_gpu_hours (held GPUs x total queued time, requeues included)."""
+    inside = _work(submitted_in(jobs, window), work)
+    held = _held(inside["gpus"], gpus_per_node)
+    waits = inside.groupby("gpus")["wait_s"]
     out = pd.DataFrame({"jobs": waits.size(), "p50_h": waits.quantile(0.5), "p90_h": waits.quantile(0.9),
-                        "mean_h": waits.mean()})
+                        "mean_h": waits.mean(),
+                        "queued_gpu_hours": (held * inside["queued_s"]).groupby(inside["gpus"]).sum()})
+    out["queued_gpu_hours"] /= HOUR_S
     out[["p50_h", "p90_h", "mean_h"]] /= HOUR_S
-    return out.reset_index().astype({"gpus": int, "jobs": int})
+    out = out.reset_index().astype({"gpus": int, "jobs": int})
+    out.insert(1, "bucket", gang_bucket(out["gpus"]))
+    return out
+
+
+def _held(gpus: pd.Series, gpus_per_node: int) -> np.ndarray:
+    """GPUs each job holds when running (whole nodes for multi-node gangs)."""
+    gpus = gpus.to_numpy(int)
+    return np.where(gpus > gpus_per_node, -(-gpus // gpus_per_node) * gpus_per_node, gpus)
+
+
+def gang_bucket(gpus: pd.Series) -> pd.Series:
+    """Power-of-two size buckets of requested GPUs: 1, 2, 3-4, 5-8, 9-16, ... (``bucket_order``)."""
+    hi = 2 ** np.ceil(np.log2(np.maximum(gpus.to_numpy(float), 1))).astype(int)
+    lo = hi // 2 + 1
+    labels = np.where(lo < hi, [f"{a}-{b}" for a, b in zip(lo, hi)], hi.astype(str))
+    return pd.Series(labels, index=gpus.index)
+
+
+def bucket_order(labels: pd.Series) -> list[str]:
+    """Distinct ``gang_bucket`` labels, smallest first."""
+    return sorted(set(labels), key=lambda label: int(label.split("-")[-1]))
 
 
 # ----- preemptions ---------------------------------------------------------------------------------
@@ -286,3 +322,171 @@ def gantt(att: pd.DataFrame, jobs: pd.DataFrame, t0_s: float, t1_s: float,
                          "pass a shorter span (t0_h, t1_h) or a larger max_rows")
     return rows[rows["node"].isin(fits)].reset_index(drop=True)
 
+
+# ----- fragmentation -------------------------------------------------------------------------------
+def _attempt_nodes(nodes: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Each attempt's nodes in order, flattened, and how many each attempt has. Only gangs'
+    lists are split: splitting every string took most of the time at 1024 GPUs."""
+    gang = nodes.str.contains(",", regex=False).to_numpy(bool)
+    n_on = np.ones(len(nodes), int)
+    split = nodes[gang].str.split(",")
+    n_on[gang] = split.str.len().to_numpy(int)
+    out = np.repeat(np.zeros(len(nodes), int), n_on)
+    starts = np.cumsum(n_on) - n_on
+    out[starts[~gang]] = nodes[~gang].astype(int).to_numpy()
+    if gang.any():
+        out[np.repeat(starts[gang], n_on[gang]) + _ranks(n_on[gang])] = split.explode().astype(int).to_numpy()
+    return out, n_on
+
+
+def _ranks(counts: np.ndarray) -> np.ndarray:
+    """0..k-1 for each count k, concatenated."""
+    return np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
+def free_steps(att: pd.DataFrame, down: pd.DataFrame, n_nodes: int,
+               gpus_per_node: int) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes with at least k free GPUs, k = 1..gpus_per_node, replayed from the attempts and the
+    failures: change times [T] (from 0) and counts [T, gpus_per_node]. A node that is down has
+    no free GPUs (jobs may still sit there until a person drains it)."""
+    on, n_on = _attempt_nodes(att["nodes"])
+    node = np.concatenate([on, down["node"].to_numpy(int)])
+    weight = np.concatenate([np.repeat(att["gpus"].to_numpy(int) // n_on, n_on),
+                             np.full(len(down), gpus_per_node)])
+    start = np.concatenate([np.repeat(att["start_s"].to_numpy(float), n_on), down["down_s"].to_numpy(float)])
+    end = np.concatenate([np.repeat(att["end_s"].to_numpy(float), n_on), down["up_s"].to_numpy(float)])
+    times, nodes = np.concatenate([start, end]), np.concatenate([node, node])
+    order = np.lexsort((times, nodes))  # by node, then time
+    times, nodes = times[order], nodes[order]
+    used = np.concatenate([weight, -weight])[order]
+    used = pd.Series(used).groupby(nodes).cumsum().to_numpy()
+    free = np.clip(gpus_per_node - used, 0, gpus_per_node)
+    first = np.r_[True, nodes[1:] != nodes[:-1]]
+    before = np.where(first, gpus_per_node, np.roll(free, 1))
+    levels = np.arange(1, gpus_per_node + 1)
+    delta = (free[:, None] >= levels).astype(np.int32) - (before[:, None] >= levels)
+    by_time = np.argsort(times, kind="stable")
+    counts = n_nodes + np.cumsum(np.vstack([np.zeros((1, gpus_per_node), np.int32), delta[by_time]]), axis=0)
+    return np.concatenate([[0.0], times[by_time]]), counts
+
+
+def free_block_series(att: pd.DataFrame, jobs: pd.DataFrame, down: pd.DataFrame, n_nodes: int,
+                      gpus_per_node: int, edges: np.ndarray) -> pd.DataFrame:
+    """The largest block of GPUs a single job could get (whole nodes x GPUs per node, or the most
+    on one node), time-averaged per bucket, counting free GPUs only, and free GPUs or GPUs lent
+    to unallocated work (a funded job may preempt it): t_h, free_gpus, largest_free_gpus,
+    open_gpus, largest_open_gpus."""
+    funded = att["job_id"].map(jobs.set_index("job_id")["leaf"]).to_numpy(int) >= 0
+    columns = []
+    for held in (att, att[funded]):
+        times, counts = free_steps(held, down, n_nodes, gpus_per_node)
+        whole = counts[:, -1] * gpus_per_node
+        largest = np.maximum(whole, (counts > 0).sum(axis=1))
+        columns += list((per_bucket(times, np.column_stack([counts.sum(axis=1), largest]), edges)
+                         / np.diff(edges)[:, None]).T)
+    return pd.DataFrame({"t_h": edges[:-1] / HOUR_S, **dict(zip(
+        ("free_gpus", "largest_free_gpus", "open_gpus", "largest_open_gpus"), columns))})
+
+
+def gang_jobs(jobs: pd.DataFrame, gpus_per_node: int, min_gpus: int | None = None) -> pd.DataFrame:
+    """Funded gangs: multi-node jobs, or jobs of at least ``min_gpus`` GPUs when given."""
+    least = gpus_per_node + 1 if min_gpus is None else min_gpus
+    return jobs[(jobs["leaf"] >= 0) & (jobs["gpus"] >= least)]
+
+
+def _queued_steps(events: pd.DataFrame, group: pd.Series, weight: pd.Series,
+                  n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sum of ``weight`` over queued jobs per group (``group``/``weight`` indexed by job_id; jobs
+    not in it are left out), as a step function: times [T], values [T, n_groups]."""
+    moves = events[events["event"].isin(list(QUEUE_DELTA)) & events["job_id"].isin(group.index)]
+    sign = moves["event"].map(QUEUE_DELTA).to_numpy(float)
+    grid = np.zeros((len(moves) + 1, n_groups))
+    grid[np.arange(1, len(moves) + 1), moves["job_id"].map(group).to_numpy(int)] = \
+        sign * moves["job_id"].map(weight).to_numpy(float)  # the log is in time order
+    return np.concatenate([[0.0], moves["t_s"].to_numpy(float)]), np.cumsum(grid, axis=0)
+
+
+def _lent_steps(att: pd.DataFrame, down: pd.DataFrame, jobs: pd.DataFrame,
+                gpus_per_node: int) -> tuple[np.ndarray, np.ndarray]:
+    """GPUs held by unallocated work on healthy nodes, as a step function: times [T], values [T]."""
+    unallocated = (att["job_id"].map(jobs.set_index("job_id")["leaf"]).to_numpy(int) < 0).astype(int) - 1
+    pairs = down_overlaps(att, down, gpus_per_node)
+    at = pairs["attempt"].to_numpy(int)
+    group = np.concatenate([unallocated, unallocated[at]])
+    keep = group == 0
+    start = np.concatenate([att["start_s"].to_numpy(), pairs["start_s"].to_numpy()])[keep]
+    end = np.concatenate([att["end_s"].to_numpy(), pairs["end_s"].to_numpy()])[keep]
+    weight = np.concatenate([att["gpus"].to_numpy(float), -pairs["gpus"].to_numpy()])[keep]
+    t, held = interval_steps(start, end, weight)
+    return t, held[:, 0]
+
+
+def _at(times: np.ndarray, values: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """A step function's values at the times ``at``."""
+    return values[np.searchsorted(times, at, side="right") - 1]
+
+
+def _while_waiting(events: pd.DataFrame, att: pd.DataFrame, jobs: pd.DataFrame, down: pd.DataFrame,
+                   n_nodes: int, gpus_per_node: int, gangs: pd.DataFrame,
+                   labels: list[str]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Step functions on one time grid [T]: per gang bucket (columns in ``labels`` order, then
+    "all") the gangs queued, their held GPUs, whether any is queued, and the idle and lent GPUs
+    while any is; and (one column) the held GPUs of the smallest gang queued, 0 while none is."""
+    code = pd.Series(pd.Categorical(gang_bucket(gangs["gpus"]), categories=labels).codes,
+                     index=gangs["job_id"].to_numpy())
+    held = pd.Series(_held(gangs["gpus"], gpus_per_node), index=code.index)
+    t_q, n_q = _queued_steps(events, code, pd.Series(1.0, index=code.index), len(labels))
+    _, g_q = _queued_steps(events, code, held, len(labels))
+    sizes = np.unique(held.to_numpy())
+    by_size = pd.Series(np.searchsorted(sizes, held.to_numpy()), index=held.index)
+    _, s_q = _queued_steps(events, by_size, pd.Series(1.0, index=held.index), len(sizes))
+    t_f, counts = free_steps(att, down, n_nodes, gpus_per_node)
+    t_l, lent = _lent_steps(att, down, jobs, gpus_per_node)
+    times = np.union1d(np.union1d(t_q, t_f), t_l)
+    queued = _at(t_q, np.column_stack([n_q, n_q.sum(axis=1)]), times)
+    waiting = (queued > 0.5).astype(float)  # counts are whole numbers
+    smallest = np.where(s_q > 0.5, sizes, np.inf).min(axis=1, initial=np.inf)
+    return times, {"gangs": queued, "queued_gpus": _at(t_q, np.column_stack([g_q, g_q.sum(axis=1)]), times),
+                   "idle_gpus": waiting * _at(t_f, counts.sum(axis=1), times)[:, None],
+                   "lent_gpus": waiting * _at(t_l, lent, times)[:, None], "waiting": waiting,
+                   "smallest": _at(t_q, np.where(np.isfinite(smallest), smallest, 0.0), times)[:, None]}
+
+
+def gang_idle(events: pd.DataFrame, att: pd.DataFrame, jobs: pd.DataFrame, down: pd.DataFrame,
+              n_nodes: int, gpus_per_node: int, window: Window, min_gpus: int | None = None) -> pd.DataFrame:
+    """Per size bucket of funded gangs (``gang_jobs``) and "all": while at least one of them was
+    queued, inside the window, the GPU-hours left idle and lent to unallocated work: bucket,
+    gangs (submitted in the window), waiting_h (hours with one queued), queued_gpu_hours (the
+    GPUs they would hold), idle_gpu_hours, lent_gpu_hours."""
+    gangs = gang_jobs(jobs, gpus_per_node, min_gpus)
+    labels = bucket_order(gang_bucket(gangs["gpus"]))
+    times, steps = _while_waiting(events, att, jobs, down, n_nodes, gpus_per_node, gangs, labels)
+    edges = np.array([window.t0, window.t1])
+    total = {name: np.diff(step_integral(times, values, edges), axis=0)[0] / HOUR_S
+             for name, values in steps.items()}
+    inside = gang_bucket(submitted_in(gangs, window)["gpus"]).value_counts()
+    return pd.DataFrame({"bucket": [*labels, "all"],
+                         "gangs": [int(inside.get(b, 0)) for b in labels] + [int(inside.sum())],
+                         "waiting_h": total["waiting"], "queued_gpu_hours": total["queued_gpus"],
+                         "idle_gpu_hours": total["idle_gpus"], "lent_gpu_hours": total["lent_gpus"]})
+
+
+def gang_wait_series(events: pd.DataFrame, att: pd.DataFrame, jobs: pd.DataFrame, down: pd.DataFrame,
+                     n_nodes: int, gpus_per_node: int, edges: np.ndarray,
+                     min_gpus: int | None = None) -> pd.DataFrame:
+    """Per time bucket, for funded gangs (``gang_jobs``) of any size: gangs_waiting (time-averaged
+    count queued), queued_gpus (time-averaged GPUs they would hold), smallest_waiting_gpus (held
+    GPUs of the smallest one queued, averaged over the time one was; NaN if none was), and the
+    GPU-hours left idle and lent to unallocated work while at least one waited: t_h,
+    gangs_waiting, queued_gpus, smallest_waiting_gpus, idle_gpu_hours, lent_gpu_hours."""
+    gangs = gang_jobs(jobs, gpus_per_node, min_gpus)
+    labels = bucket_order(gang_bucket(gangs["gpus"]))
+    times, steps = _while_waiting(events, att, jobs, down, n_nodes, gpus_per_node, gangs, labels)
+    width = np.diff(edges)
+    per = {name: per_bucket(times, values[:, -1], edges) for name, values in steps.items()}
+    smallest = np.divide(per["smallest"], per["waiting"], out=np.full(len(width), np.nan),
+                         where=per["waiting"] > 0)
+    return pd.DataFrame({"t_h": edges[:-1] / HOUR_S, "gangs_waiting": per["gangs"] / width,
+                         "queued_gpus": per["queued_gpus"] / width, "smallest_waiting_gpus": smallest,
+                         "idle_gpu_hours": per["idle_gpus"] / HOUR_S,
+                         "lent_gpu_hours": per["lent_gpus"] / HOUR_S})

@@ -22,6 +22,9 @@ CHARTS = {
     "shares_program": lambda r: charts.shares(r, level="program"),
     "pyramid": charts.pyramid,
     "fragmentation": charts.fragmentation,
+    "fragmentation_funded": lambda r: charts.fragmentation(r, work="funded"),
+    "gang_idle": charts.gang_idle,
+    "free_blocks": charts.free_blocks,
     "queue": charts.queue,
     "queue_gpus": lambda r: charts.queue(r, measure="gpus"),
     "gantt": lambda r: charts.gantt(r, t0_h=30, t1_h=42),
@@ -34,6 +37,8 @@ TITLES = {
     "shares": "Share of healthy GPUs delivered",
     "pyramid": "Availability, occupancy and utilization",
     "fragmentation": "Queue wait by gang size",
+    "gang_idle": "GPUs idle or lent while large gangs waited",
+    "free_blocks": "The largest block one job could get",
     "queue": "Jobs waiting in the queue",
     "gantt": "GPU assignments per node",
     "headline": "Headline metrics",
@@ -157,7 +162,7 @@ def test_waits_draw_zero_waits_at_the_floor_and_mark_p50_p90(runs):
     assert debug["wait"].item() == charts.fmt_duration(runs[1].metrics()["wait_p90_s.debug"])
 
 
-@pytest.mark.parametrize("name", ["preemptions", "shares", "pyramid", "queue"])
+@pytest.mark.parametrize("name", ["preemptions", "shares", "pyramid", "queue", "free_blocks"])
 def test_time_series_mark_the_warm_up(runs, name):
     rows = pd.DataFrame(rows_of(CHARTS[name](runs)))
     warm = rows[rows["layer"] == "warmup"]
@@ -234,3 +239,36 @@ def test_gantt_says_when_max_rows_dropped_nodes(runs):
         spec["vconcat"][0]["title"].startswith("impactful: ")
         and "of 4 nodes" in spec["vconcat"][0]["title"]
     )
+
+
+@pytest.fixture(scope="module")
+def gangs() -> list[il.SimResult]:
+    """fifo and impactful on 256 GPUs for 4 days: multi-node gangs wait under fifo."""
+    config = il.SimConfig(gpus=256, days=4, seed=0)
+    return [il.simulate(dataclasses.replace(config, policy=p)) for p in ("fifo", "impactful")]
+
+
+def test_gang_idle_chart_draws_the_tables_hours(gangs):
+    rows = pd.DataFrame(rows_of(charts.gang_idle(gangs)))
+    drawn = rows.groupby(["run", "bucket", "what"])["gpu_hours"].sum()
+    for result in gangs:
+        table = result.gang_idle().set_index("bucket")
+        assert len(table) > 1  # some gang sizes, and "all"
+        for bucket, row in table.iterrows():
+            assert drawn[(result.run, bucket, "idle")] == pytest.approx(row["idle_gpu_hours"])
+            assert drawn[(result.run, bucket, "lent to unallocated work")] == pytest.approx(row["lent_gpu_hours"])
+
+
+def test_free_blocks_chart_draws_the_smallest_waiting_gang(gangs):
+    rows = pd.DataFrame(rows_of(charts.free_blocks(gangs)))
+    lines = rows[rows["layer"] == "line"]
+    assert set(lines["series"]) == set(charts.BLOCK_COLORS)
+    fifo = lines[(lines["run"] == "fifo") & (lines["series"] == "smallest waiting gang")]["gpus"].dropna()
+    assert len(fifo) and (fifo > 8).all()  # multi-node gangs hold whole nodes of 8
+
+
+def test_fragmentation_of_funded_work_says_so(gangs):
+    chart = charts.fragmentation(gangs, work="funded")
+    assert "funded jobs of each exact size" in chart.to_dict()["title"]["subtitle"]
+    drawn = {row["gpus"] for row in rows_of(chart)}
+    assert drawn == {g for r in gangs for g in r.wait_by_size("funded").dropna(subset=["p50_h"])["gpus"]}
