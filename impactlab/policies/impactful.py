@@ -14,6 +14,7 @@ from ..units import DAY_S
 from .base import Context, Scheduler
 from .fair import BOOSTED_KINDS
 from .fairshare import FairShare
+from .open_victims import OpenVictims
 from .queues import NO_LIMIT, Place, Searches
 from .victims import Approve, choose_victims
 
@@ -72,6 +73,7 @@ class Impactful(FairShare):
         super().setup(ctx)
         self.searches = Searches()
         self.funded_running: set[int] = set()
+        self.open = OpenVictims()  # the funded running jobs that may be preempted now
         self.unfunded_running: dict[int, None] = {}  # in start order: newest last
         nodes, cluster = ctx.capacity // ctx.gpus_per_node, ctx.view.cluster
         # Running funded multi-node gangs and their nodes: never victims of a single-node job
@@ -142,6 +144,8 @@ class Impactful(FairShare):
         job = self.ctx.jobs[j]
         if job.funded:
             self.funded_running.add(j)
+            sched = self.ctx.view
+            self.open.add(j, job.leaf, job.held, now, now + self.protection_s(job), sched.expected_end(j))
             self.searches.changed()  # a new victim, and a side's allocation grew
             if self.reserve and self.borrows(job, self.ctx.view.nodes[j]):
                 self.borrowers[j] = None  # (a borrowing gang blocks no one: it yields to debug work)
@@ -156,6 +160,7 @@ class Impactful(FairShare):
         job = self.ctx.jobs[j]
         if job.funded:
             self.funded_running.discard(j)
+            self.open.remove(j)
             if j in self.borrowers:
                 del self.borrowers[j]
             else:
@@ -247,25 +252,48 @@ class Impactful(FairShare):
             for v in reversed(self.borrowers):
                 if started[v] < now and not (avoid and avoid.issuperset(nodes[v])):
                     yield v
-        largest = self.max_victim_ratio * job.held
-        funded = []
-        for v in self.funded_running:
-            if started[v] >= now or shielded[v] or jobs[v].held > largest or (lender and v in self.borrowers):
-                continue  # started at this instant, protected, a gang too large to break up, or handed out
-            if avoid and avoid.issuperset(nodes[v]):
-                continue  # freeing the reserve does not help
-            sides = fair.split(job.leaf, jobs[v].leaf)
-            if sides is not None:
-                funded.append((-fair.served(sides[1]), -started[v], -v))
+        yield from self._funded_candidates(sched, j, avoid, bool(lender))
+
+    def _funded_candidates(self, sched: Scheduler, j: int, avoid: frozenset[int], lender: bool) -> Iterator[int]:
+        """The funded part of ``candidates``, from the index of unprotected victims: leaves are
+        grouped by how well served their side is (most over-served first; equal values merge
+        by start time), and a side whose smallest victim fails the fair swap is left at once
+        (a larger victim would fail too, until an accepted victim changes what is freed)."""
+        now, nodes, jobs, fair, job = sched.now, sched.nodes, sched.jobs, self.fair, sched.jobs[j]
+        largest, index = self.max_victim_ratio * job.held, self.open
+        index.refresh(now, sched.shielded)
+        groups: dict[float, list[tuple[int, list[tuple[int, int]]]]] = {}
+        sides: dict[int, tuple[int, int]] = {}  # victim leaf -> (j's side, the victim's side)
+        smallest: dict[int, int] = {}  # victim side -> its smallest victim size
+        for leaf, sizes in index.leaves.items():
+            lists = [(leaf, held) for held, entries in sizes.items() if entries and held <= largest]
+            if not lists or leaf == job.leaf:
+                continue
+            split = sides[leaf] = fair.split(job.leaf, leaf)  # type: ignore[assignment]
+            theirs = split[1]
+            groups.setdefault(fair.served(theirs), []).append((theirs, lists))
+            smallest[theirs] = min(smallest.get(theirs, largest), *(held for _, held in lists))
         freed: dict[int, int] = {}  # funded GPUs taken from each tree node by the victims so far
-        for t in sorted(funded):
-            victim = jobs[-t[-1]]
-            if self._fair_swap(job, victim, freed, victim.held):
-                for node in fair.paths[victim.leaf]:
-                    freed[node] = freed.get(node, 0) + victim.held
-                yield -t[-1]
-            else:
+        failed: dict[int, int] = {}  # victim side -> smallest size that failed since the last victim
+        for served in sorted(groups, reverse=True):
+            group = groups[served]
+            for _, v in index.newest_first([pair for _, lists in group for pair in lists]):
+                if sched.started_at[v] >= now or (lender and v in self.borrowers):
+                    continue  # started at this instant, or handed out already
+                if avoid and avoid.issuperset(nodes[v]):
+                    continue  # freeing the reserve does not help
+                victim = jobs[v]
+                theirs = sides[victim.leaf][1]
+                if victim.held < failed.get(theirs, NO_LIMIT) and self._fair_swap(job, victim, freed, victim.held):
+                    for node in fair.paths[victim.leaf]:
+                        freed[node] = freed.get(node, 0) + victim.held
+                    failed.clear()
+                    yield v
+                    continue
                 self.searches.judged = True  # a refresh may change this verdict
+                failed[theirs] = min(failed.get(theirs, NO_LIMIT), victim.held)
+                if all(failed.get(side, NO_LIMIT) <= smallest[side] for side, _ in group):
+                    break  # every victim left in this group would fail too
 
     def _approves(self, sched: Scheduler, j: int) -> Approve:
         """No ping-pong on the final set: after the swap, ``j``'s side is no better served than
