@@ -74,6 +74,7 @@ class Impactful(FairShare):
         self.searches = Searches()
         self.funded_running: set[int] = set()
         self.open = OpenVictims()  # the funded running jobs that may be preempted now
+        self._sides_of: dict[int, list[int]] = {}
         self.unfunded_running: dict[int, None] = {}  # in start order: newest last
         nodes, cluster = ctx.capacity // ctx.gpus_per_node, ctx.view.cluster
         # Running funded multi-node gangs and their nodes: never victims of a single-node job
@@ -145,7 +146,8 @@ class Impactful(FairShare):
         if job.funded:
             self.funded_running.add(j)
             sched = self.ctx.view
-            self.open.add(j, job.leaf, job.held, now, now + self.protection_s(job), sched.expected_end(j))
+            size = (job.held, bool(self.reserve) and self.reserve.issuperset(self.ctx.view.nodes[j]))
+            self.open.add(j, self.fair.paths[job.leaf][1:], size, now, now + self.protection_s(job), sched.expected_end(j))
             self.searches.changed()  # a new victim, and a side's allocation grew
             if self.reserve and self.borrows(job, self.ctx.view.nodes[j]):
                 self.borrowers[j] = None  # (a borrowing gang blocks no one: it yields to debug work)
@@ -255,35 +257,31 @@ class Impactful(FairShare):
         yield from self._funded_candidates(sched, j, avoid, bool(lender))
 
     def _funded_candidates(self, sched: Scheduler, j: int, avoid: frozenset[int], lender: bool) -> Iterator[int]:
-        """The funded part of ``candidates``, from the index of unprotected victims: leaves are
-        grouped by how well served their side is (most over-served first; equal values merge
-        by start time), and a side whose smallest victim fails the fair swap is left at once
-        (a larger victim would fail too, until an accepted victim changes what is freed)."""
+        """The funded part of ``candidates``, from the index of unprotected victims under each
+        side of ``j``'s splits: sides most over-served first (equal values merge by start
+        time); a side whose smallest victim fails the fair swap is left at once (a larger one
+        would fail too, until an accepted victim changes what is freed)."""
         now, nodes, jobs, fair, job = sched.now, sched.nodes, sched.jobs, self.fair, sched.jobs[j]
         largest, index = self.max_victim_ratio * job.held, self.open
         index.refresh(now, sched.shielded)
-        groups: dict[float, list[tuple[int, list[tuple[int, int]]]]] = {}
-        sides: dict[int, tuple[int, int]] = {}  # victim leaf -> (j's side, the victim's side)
-        smallest: dict[int, int] = {}  # victim side -> its smallest victim size
-        for leaf, sizes in index.leaves.items():
-            lists = [(leaf, held) for held, entries in sizes.items() if entries and held <= largest]
-            if not lists or leaf == job.leaf:
-                continue
-            split = sides[leaf] = fair.split(job.leaf, leaf)  # type: ignore[assignment]
-            theirs = split[1]
-            groups.setdefault(fair.served(theirs), []).append((theirs, lists))
-            smallest[theirs] = min(smallest.get(theirs, largest), *(held for _, held in lists))
+        groups: dict[float, list[tuple[int, tuple[int, bool]]]] = {}  # served -> (side, size) lists
+        smallest: dict[int, int] = {}  # side -> its smallest eligible victim size
+        reserve_too = not (avoid and avoid.issuperset(self.reserve))  # (else those victims cannot help)
+        for theirs in self._sides(job.leaf):
+            sizes = index.eligible(theirs, largest, reserve_too)
+            if sizes:
+                smallest[theirs] = sizes[0][0]
+                groups.setdefault(fair.served(theirs), []).extend((theirs, size) for size in sizes)
         freed: dict[int, int] = {}  # funded GPUs taken from each tree node by the victims so far
-        failed: dict[int, int] = {}  # victim side -> smallest size that failed since the last victim
+        failed: dict[int, int] = {}  # side -> smallest size that failed since the last victim
         for served in sorted(groups, reverse=True):
             group = groups[served]
-            for _, v in index.newest_first([pair for _, lists in group for pair in lists]):
-                if sched.started_at[v] >= now or (lender and v in self.borrowers):
+            for s, v, theirs in index.newest_first(group):
+                if s >= now or (lender and v in self.borrowers):
                     continue  # started at this instant, or handed out already
                 if avoid and avoid.issuperset(nodes[v]):
                     continue  # freeing the reserve does not help
                 victim = jobs[v]
-                theirs = sides[victim.leaf][1]
                 if victim.held < failed.get(theirs, NO_LIMIT) and self._fair_swap(job, victim, freed, victim.held):
                     for node in fair.paths[victim.leaf]:
                         freed[node] = freed.get(node, 0) + victim.held
@@ -294,6 +292,17 @@ class Impactful(FairShare):
                 failed[theirs] = min(failed.get(theirs, NO_LIMIT), victim.held)
                 if all(failed.get(side, NO_LIMIT) <= smallest[side] for side, _ in group):
                     break  # every victim left in this group would fail too
+
+    def _sides(self, leaf: int) -> list[int]:
+        """The other side of every split between ``leaf`` and another leaf: the siblings of
+        each node on its path (cached; the tree does not change)."""
+        sides = self._sides_of.get(leaf)
+        if sides is None:
+            tree = self.ctx.tree
+            path = self.fair.paths[leaf]
+            sides = self._sides_of[leaf] = [c for up, mine in zip(path, path[1:])
+                                            for c in tree.children[up] if c != mine]
+        return sides
 
     def _approves(self, sched: Scheduler, j: int) -> Approve:
         """No ping-pong on the final set: after the swap, ``j``'s side is no better served than
