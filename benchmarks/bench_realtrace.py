@@ -26,6 +26,7 @@ import pandas as pd
 
 import impactlab as il
 from impactlab.policies import REGISTRY
+from impactlab.workload import trace_span_days
 
 from realtrace import public_shape
 
@@ -113,17 +114,19 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--gpus", type=int, default=512)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--days", type=float, default=14.0, help="simulated span (0: the trace's whole span)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per policy (best is kept)")
     parser.add_argument("--policies", nargs="*", default=sorted(REGISTRY))
     parser.add_argument("--no-default", dest="default", action="store_false", help="skip the default scenario")
     parser.add_argument("--profile", metavar="POLICY", help="only profile POLICY on the public-shape trace")
     args = parser.parse_args()
     trace, tree = public_shape(args.jobs, args.gpus, args.seed)
-    config = il.SimConfig(gpus=args.gpus, days=None, warmup_days=0.0)
+    days = args.days or trace_span_days(trace)
+    config = il.SimConfig(gpus=args.gpus, days=days, warmup_days=0.0)
     if args.profile:
         print(profile(replace(config, policy=args.profile), trace, tree))
         return
-    name = f"public-shape {args.jobs} jobs, {args.gpus} GPUs"
+    name = f"public-shape {args.jobs} jobs, {args.gpus} GPUs, {days:g} d"
     rows = bench(name, config, trace, tree, args.policies, args.repeat)
     print(markdown(rows), flush=True)
     if args.default:

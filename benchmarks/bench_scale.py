@@ -30,17 +30,20 @@ def one(policy: str, jobs: int, gpus: int) -> dict:
     from bench_realtrace import floor_s
     from realtrace import public_shape
 
+    from impactlab.workload import trace_span_days
+
     began = time.perf_counter()
     trace, tree = public_shape(jobs, gpus)
     load_s = time.perf_counter() - began
-    result = il.simulate(il.SimConfig(gpus=gpus, days=None, warmup_days=0.0, policy=policy), trace=trace, budgets=tree)
+    days = trace_span_days(trace)  # (days=None with a DataFrame trace means 14 days)
+    result = il.simulate(il.SimConfig(gpus=gpus, days=days, warmup_days=0.0, policy=policy), trace=trace, budgets=tree)
     began = time.perf_counter()
     result.summary()
     metrics_s = time.perf_counter() - began
     events = len(result.events)
     floor = floor_s(result.events)
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-    return {"policy": policy, "jobs": jobs, "gpus": gpus, "events": events, "load_s": load_s,
+    return {"policy": policy, "jobs": jobs, "gpus": gpus, "days": days, "events": events, "load_s": load_s,
             "sim_s": result.sim_wall_s, "metrics_s": metrics_s, "total_s": load_s + result.sim_wall_s + metrics_s,
             "us_per_event": 1e6 * result.sim_wall_s / events, "x_floor": result.sim_wall_s / floor,
             "peak_mib": peak_mib}
@@ -58,14 +61,14 @@ def spawn(policy: str, jobs: int, gpus: int, timeout_s: float) -> dict:
 
 def markdown(rows: list[dict]) -> str:
     """The rows as a markdown table."""
-    lines = ["| policy | jobs | GPUs | events | trace (s) | engine (s) | metrics (s) | total (s) | "
-             "us / event | x floor / event | peak MiB |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| policy | jobs | GPUs | days | events | trace (s) | engine (s) | metrics (s) | total (s) | "
+             "us / event | x floor / event | peak MiB |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "timeout_s" in r:
             lines.append(f"| {r['policy']} | {r['jobs']} | {r['gpus']} | timed out after {r['timeout_s']:.0f} s "
-                         "| | | | | | | |")
+                         "| | | | | | | | |")
             continue
-        lines.append(f"| {r['policy']} | {r['jobs']} | {r['gpus']} | {r['events']} | {r['load_s']:.1f} | "
+        lines.append(f"| {r['policy']} | {r['jobs']} | {r['gpus']} | {r['days']:.1f} | {r['events']} | {r['load_s']:.1f} | "
                      f"{r['sim_s']:.1f} | {r['metrics_s']:.1f} | {r['total_s']:.1f} | {r['us_per_event']:.1f} | "
                      f"{r['x_floor']:.1f} | {r['peak_mib']:.0f} |")
     return "\n".join(lines)
