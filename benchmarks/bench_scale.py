@@ -1,6 +1,6 @@
 """Growth of a run, load to metrics, against jobs and against GPUs, with peak memory.
 
-    python benchmarks/bench_scale.py                                  # 10k/100k/1M jobs x 1024 GPUs; 100k jobs x 128/1024/8192 GPUs
+    python benchmarks/bench_scale.py      # 10k/100k/1M jobs x 1024 GPUs; 100k jobs x 128/1024/8192 GPUs
     python benchmarks/bench_scale.py --jobs 10000 100000 --gpus-sweep 128 1024 --timeout 900
     python benchmarks/bench_scale.py --policies fifo impactful
 
@@ -88,7 +88,8 @@ def main() -> None:
         print(json.dumps(one(args.one[0], int(args.one[1]), int(args.one[2]))))
         return
     runs = [(p, n, args.gpus) for p in args.policies for n in args.jobs]
-    runs += [(p, args.sweep_jobs, g) for p in args.policies for g in args.gpus_sweep if (p, args.sweep_jobs, g) not in runs]
+    sweep = [(p, args.sweep_jobs, g) for p in args.policies for g in args.gpus_sweep]
+    runs += [run for run in sweep if run not in runs]
     rows = []
     for policy, jobs, gpus in runs:
         rows.append(spawn(policy, jobs, gpus, args.timeout))
