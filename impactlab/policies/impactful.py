@@ -14,6 +14,7 @@ from ..units import DAY_S
 from .base import BACKFILL_REASON, RESERVE_REASON, Context, Scheduler
 from .fair import BOOSTED_KINDS
 from .fairshare import FairShare
+from .open_victims import OpenVictims
 from .queues import NO_LIMIT, Place, Searches
 from .victims import Approve, choose_victims
 
@@ -75,6 +76,8 @@ class Impactful(FairShare):
         super().setup(ctx)
         self.searches = Searches()
         self.funded_running: set[int] = set()
+        self.open = OpenVictims()  # the funded running jobs that may be preempted now
+        self._sides_of: dict[int, list[int]] = {}
         self.unfunded_running: dict[int, None] = {}  # in start order: newest last
         nodes, cluster = ctx.capacity // ctx.gpus_per_node, ctx.view.cluster
         # Running funded multi-node gangs and their nodes: never victims of a single-node job
@@ -151,6 +154,10 @@ class Impactful(FairShare):
         job = self.ctx.jobs[j]
         if job.funded:
             self.funded_running.add(j)
+            sched = self.ctx.view
+            size = (job.held, bool(self.reserve) and self.reserve.issuperset(self.ctx.view.nodes[j]))
+            until = now + self.protection_s(job)  # as the engine computes it
+            self.open.add(j, self.fair.paths[job.leaf][1:], size, now, until, sched.expected_end(j))
             self.searches.changed()  # a new victim, and a side's allocation grew
             if self.reserve and self.borrows(job, self.ctx.view.nodes[j]):
                 self.borrowers[j] = None  # (a borrowing gang blocks no one: it yields to debug work)
@@ -165,6 +172,7 @@ class Impactful(FairShare):
         job = self.ctx.jobs[j]
         if job.funded:
             self.funded_running.discard(j)
+            self.open.remove(j)
             if j in self.borrowers:
                 del self.borrowers[j]
             else:
@@ -266,25 +274,55 @@ class Impactful(FairShare):
             for v in reversed(self.borrowers):
                 if started[v] < now and not (avoid and avoid.issuperset(nodes[v])):
                     yield v
-        largest = self.max_victim_ratio * job.held
-        funded = []
-        for v in self.funded_running:
-            if started[v] >= now or shielded[v] or jobs[v].held > largest or (lender and v in self.borrowers):
-                continue  # started at this instant, protected, a gang too large to break up, or handed out
-            if avoid and avoid.issuperset(nodes[v]):
-                continue  # freeing the reserve does not help
-            sides = fair.split(job.leaf, jobs[v].leaf)
-            if sides is not None:
-                funded.append((-fair.served(sides[1]), -started[v], -v))
+        yield from self._funded_candidates(sched, j, avoid, bool(lender))
+
+    def _funded_candidates(self, sched: Scheduler, j: int, avoid: frozenset[int], lender: bool) -> Iterator[int]:
+        """The funded part of ``candidates``, from the index of unprotected victims under each
+        side of ``j``'s splits: sides most over-served first (equal values merge by start
+        time); a side whose smallest victim fails the fair swap is left at once (a larger one
+        would fail too, until an accepted victim changes what is freed)."""
+        now, nodes, jobs, fair, job = sched.now, sched.nodes, sched.jobs, self.fair, sched.jobs[j]
+        largest, index = self.max_victim_ratio * job.held, self.open
+        index.refresh(now, sched.shielded)
+        groups: dict[float, list[tuple[int, tuple[int, bool]]]] = {}  # served -> (side, size) lists
+        smallest: dict[int, int] = {}  # side -> its smallest eligible victim size
+        reserve_too = not (avoid and avoid.issuperset(self.reserve))  # (else those victims cannot help)
+        for theirs in self._sides(job.leaf):
+            sizes = index.eligible(theirs, largest, reserve_too)
+            if sizes:
+                smallest[theirs] = sizes[0][0]
+                groups.setdefault(fair.served(theirs), []).extend((theirs, size) for size in sizes)
         freed: dict[int, int] = {}  # funded GPUs taken from each tree node by the victims so far
-        for t in sorted(funded):
-            victim = jobs[-t[-1]]
-            if self._fair_swap(job, victim, freed, victim.held):
-                for node in fair.paths[victim.leaf]:
-                    freed[node] = freed.get(node, 0) + victim.held
-                yield -t[-1]
-            else:
+        failed: dict[int, int] = {}  # side -> smallest size that failed since the last victim
+        for served in sorted(groups, reverse=True):
+            group = groups[served]
+            for s, v, theirs in index.newest_first(group):
+                if s >= now or (lender and v in self.borrowers):
+                    continue  # started at this instant, or handed out already
+                if avoid and avoid.issuperset(nodes[v]):
+                    continue  # freeing the reserve does not help
+                victim = jobs[v]
+                if victim.held < failed.get(theirs, NO_LIMIT) and self._fair_swap(job, victim, freed, victim.held):
+                    for node in fair.paths[victim.leaf]:
+                        freed[node] = freed.get(node, 0) + victim.held
+                    failed.clear()
+                    yield v
+                    continue
                 self.searches.judged = True  # a refresh may change this verdict
+                failed[theirs] = min(failed.get(theirs, NO_LIMIT), victim.held)
+                if all(failed.get(side, NO_LIMIT) <= smallest[side] for side, _ in group):
+                    break  # every victim left in this group would fail too
+
+    def _sides(self, leaf: int) -> list[int]:
+        """The other side of every split between ``leaf`` and another leaf: the siblings of
+        each node on its path (cached; the tree does not change)."""
+        sides = self._sides_of.get(leaf)
+        if sides is None:
+            tree = self.ctx.tree
+            path = self.fair.paths[leaf]
+            sides = self._sides_of[leaf] = [c for up, mine in zip(path, path[1:])
+                                            for c in tree.children[up] if c != mine]
+        return sides
 
     def _approves(self, sched: Scheduler, j: int) -> Approve:
         """No ping-pong on the final set: after the swap, ``j``'s side is no better served than

@@ -1,0 +1,104 @@
+"""An index of the running funded jobs that may be preempted now, per budget node and size.
+
+A victim search for a blocked job used to scan every running job at every pass (on public-
+trace shapes, hundreds of them, most protected or on the job's own side). With this index it
+visits only unprotected jobs under the other side of each fair-share split, of sizes it may
+break up, newest first; see ``Impactful.candidates``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections.abc import Iterator
+
+Entry = tuple[float, int]  # (start time, job): sorted ascending, walked newest first
+Size = tuple[int, bool]  # (GPUs held, runs only on the interactive reserve)
+
+
+class OpenVictims:
+    """Running funded jobs whose protection has ended, under every budget node on their path
+    (the root aside) and by size (GPUs held, and whether the job runs only on the interactive
+    reserve: most searches may not free it), in (start time, job) order. A protected job
+    joins when its protection ends: the policy names it at start (``add``) and
+    ``refresh(now)`` moves it over once due."""
+
+    def __init__(self) -> None:
+        self.lists: dict[tuple[int, Size], list[Entry]] = {}  # (budget node, size) -> entries
+        self.sizes: dict[int, list[Size]] = {}  # budget node -> sorted sizes it has entries of
+        self._where: dict[int, tuple[tuple[int, ...], Size, Entry]] = {}  # open job -> (nodes, size, entry)
+        self._due: list[tuple[float, float, int, tuple[int, ...], Size]] = []  # (until, start, job, nodes, size)
+        self._attempt: dict[int, float] = {}  # running job -> its attempt's start time
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+    def add(self, j: int, nodes: tuple[int, ...], size: Size, start_s: float, until_s: float, end_s: float) -> None:
+        """Funded job ``j`` (under budget ``nodes``) started at ``start_s``, protected until
+        ``until_s`` (it stays protected to its end if that comes first)."""
+        self._attempt[j] = start_s
+        if until_s <= start_s:
+            self._open(j, nodes, size, start_s)
+        elif until_s < end_s:
+            heapq.heappush(self._due, (until_s, start_s, j, nodes, size))
+
+    def remove(self, j: int) -> None:
+        """Funded job ``j`` stopped running."""
+        self._attempt.pop(j, None)
+        where = self._where.pop(j, None)
+        if where is None:
+            return
+        nodes, size, entry = where
+        for node in nodes:
+            entries = self.lists[node, size]
+            del entries[bisect.bisect_left(entries, entry)]
+            if not entries:
+                self.sizes[node].remove(size)
+
+    def refresh(self, now: float, shielded: list[bool]) -> None:
+        """Open the jobs whose protection ended by ``now`` (as ``shielded`` says)."""
+        due, retry = self._due, []
+        while due and due[0][0] <= now:
+            entry = heapq.heappop(due)
+            _, start_s, j, nodes, size = entry
+            if self._attempt.get(j) != start_s or j in self._where:
+                continue  # that attempt has ended
+            if shielded[j]:
+                retry.append(entry)  # its protection event has not fired yet
+            else:
+                self._open(j, nodes, size, start_s)
+        for entry in retry:
+            heapq.heappush(due, entry)
+
+    def _open(self, j: int, nodes: tuple[int, ...], size: Size, start_s: float) -> None:
+        entry = (start_s, j)
+        for node in nodes:
+            entries = self.lists.get((node, size))
+            if entries is None:
+                entries = self.lists[node, size] = []
+            if not entries:
+                bisect.insort(self.sizes.setdefault(node, []), size)
+            if not entries or entries[-1] < entry:
+                entries.append(entry)  # the usual case: the newest start
+            else:
+                bisect.insort(entries, entry)
+        self._where[j] = (nodes, size, entry)
+
+    def eligible(self, node: int, largest: float, reserve_too: bool) -> list[Size]:
+        """The sizes of at most ``largest`` GPUs with entries under ``node``, smallest first;
+        those of jobs only on the reserve if ``reserve_too``."""
+        sizes = self.sizes.get(node)
+        if not sizes:
+            return []
+        sizes = sizes[: bisect.bisect_right(sizes, (largest, True))]
+        return sizes if reserve_too else [size for size in sizes if not size[1]]
+
+    def newest_first(self, streams: list[tuple[int, Size]]) -> Iterator[tuple[float, int, int]]:
+        """(start, job, budget node) of the given (budget node, size) lists merged, latest
+        start first (ties: highest job first), as the victim order wants."""
+        lists = self.lists
+        if len(streams) == 1:
+            node, size = streams[0]
+            return ((s, v, node) for s, v in reversed(lists[node, size]))
+        tagged = [((s, v, node) for s, v in reversed(lists[node, size])) for node, size in streams]
+        return heapq.merge(*tagged, reverse=True)

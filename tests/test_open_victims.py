@@ -1,0 +1,102 @@
+"""The index of unprotected funded jobs that impactful's victim search walks (policies/
+open_victims.py): who is in it when, and the order it hands them out in."""
+
+from __future__ import annotations
+
+from conftest import examples
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from impactlab.policies.open_victims import OpenVictims
+
+NODES = (1, 4)  # a leaf (4) under a program (1)
+ONE = (1, False)  # one GPU, not only on the reserve
+
+
+def order(index: OpenVictims, streams) -> list[int]:
+    return [v for _, v, _ in index.newest_first(streams)]
+
+
+def test_a_protected_job_joins_when_its_protection_has_ended():
+    index = OpenVictims()
+    index.add(7, NODES, ONE, start_s=0.0, until_s=100.0, end_s=1000.0)
+    shielded = [False] * 10
+    shielded[7] = True
+    index.refresh(50.0, shielded)
+    assert len(index) == 0
+    index.refresh(100.0, shielded)  # due, but its protection event has not fired yet
+    assert len(index) == 0
+    shielded[7] = False
+    index.refresh(100.0, shielded)
+    assert order(index, [(4, ONE)]) == [7] and order(index, [(1, ONE)]) == [7]
+
+
+def test_a_job_protected_to_its_end_never_joins_and_an_unprotected_one_joins_at_once():
+    index = OpenVictims()
+    index.add(1, NODES, ONE, start_s=0.0, until_s=500.0, end_s=400.0)
+    index.add(2, NODES, ONE, start_s=0.0, until_s=0.0, end_s=400.0)
+    index.refresh(1e9, [False] * 3)
+    assert order(index, [(4, ONE)]) == [2]
+
+
+def test_an_attempt_that_ended_while_protected_never_joins():
+    index = OpenVictims()
+    index.add(3, NODES, ONE, start_s=0.0, until_s=100.0, end_s=1000.0)
+    index.add(4, NODES, ONE, start_s=0.0, until_s=100.0, end_s=1000.0)
+    index.remove(3)  # it failed while protected: no longer shielded, but no longer running
+    index.refresh(150.0, [False] * 5)
+    assert order(index, [(4, ONE)]) == [4]
+    index.add(3, NODES, ONE, start_s=160.0, until_s=300.0, end_s=1000.0)  # restarted, protected
+    shielded = [False, False, False, True, False]
+    index.refresh(200.0, shielded)
+    assert order(index, [(4, ONE)]) == [4]
+    shielded[3] = False
+    index.refresh(300.0, shielded)
+    assert order(index, [(4, ONE)]) == [3, 4]
+
+
+def test_newest_first_with_ties_broken_by_the_higher_job_and_removal():
+    index = OpenVictims()
+    for j, start in [(5, 10.0), (2, 30.0), (9, 30.0), (4, 20.0)]:
+        index.add(j, NODES, ONE, start, start, 1e9)
+    assert order(index, [(4, ONE)]) == [9, 2, 4, 5]
+    index.remove(2)
+    assert order(index, [(4, ONE)]) == [9, 4, 5]
+    assert index.eligible(4, 1, True) == [ONE]
+    index.remove(9), index.remove(4), index.remove(5)
+    assert index.eligible(4, 1, True) == [] and index.eligible(1, 8, True) == []
+
+
+def test_eligible_sizes_stop_at_the_largest_and_leave_out_the_reserve_if_asked():
+    index = OpenVictims()
+    index.add(1, NODES, (1, False), 0.0, 0.0, 1e9)
+    index.add(2, NODES, (1, True), 0.0, 0.0, 1e9)
+    index.add(3, NODES, (8, False), 0.0, 0.0, 1e9)
+    index.add(4, NODES, (16, False), 0.0, 0.0, 1e9)
+    assert index.eligible(4, 8, True) == [(1, False), (1, True), (8, False)]
+    assert index.eligible(4, 8.0, False) == [(1, False), (8, False)]
+    assert index.eligible(4, 0.5, True) == []
+
+
+@settings(max_examples=examples(80), deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.sampled_from([1, 2, 8]), st.sampled_from([4, 5])),
+                min_size=1, max_size=30), st.data())
+def test_merged_streams_follow_start_then_job_descending(jobs, data):
+    """Whatever the sizes and leaves, merging lists gives (start, job) descending, as sorting
+    every open job would; removing jobs keeps it so."""
+    index = OpenVictims()
+    info = {}
+    for j, (start, held, leaf) in enumerate(jobs):
+        index.add(j, (1, leaf), (held, False), float(start), float(start), 1e9)
+        info[j] = (float(start), leaf)
+    gone = data.draw(st.sets(st.sampled_from(sorted(info))))
+    for j in gone:
+        index.remove(j)
+    streams = [(1, size) for size in index.eligible(1, 8, True)]
+    got = order(index, streams) if streams else []
+    want = sorted((j for j in info if j not in gone), key=lambda j: (info[j][0], j), reverse=True)
+    assert got == want
+    for leaf in (4, 5):
+        streams = [(leaf, size) for size in index.eligible(leaf, 8, True)]
+        want_leaf = [j for j in want if info[j][1] == leaf]
+        assert (order(index, streams) if streams else []) == want_leaf
