@@ -156,8 +156,9 @@ class Impactful(FairShare):
             self.funded_running.add(j)
             sched = self.ctx.view
             size = (job.held, bool(self.reserve) and self.reserve.issuperset(self.ctx.view.nodes[j]))
-            until = now + self.protection_s(job)  # as the engine computes it
-            self.open.add(j, self.fair.paths[job.leaf][1:], size, now, until, sched.expected_end(j))
+            begin = sched.started_at[j]  # ahead of now for a start waiting for GPUs in a grace period
+            until = begin + self.protection_s(job)  # as the engine computes it
+            self.open.add(j, self.fair.paths[job.leaf][1:], size, begin, until, sched.expected_end(j))
             self.searches.changed()  # a new victim, and a side's allocation grew
             if self.reserve and self.borrows(job, self.ctx.view.nodes[j]):
                 self.borrowers[j] = None  # (a borrowing gang blocks no one: it yields to debug work)
