@@ -590,7 +590,9 @@ def test_withdrawn_jobs_ran_out_of_patience_while_pending(variant, case):
             if e.event in READY:
                 ready = e.t_s
             elif e.event == "start":
-                assert e.t_s - ready <= patience + TOL * max(1.0, e.t_s), (
+                # a start decided in time may begin, and be logged, up to one grace period later:
+                # when the GPUs it was given are still held by the jobs it preempted
+                assert e.t_s - ready <= patience + run.grace_s + TOL * max(1.0, e.t_s), (
                     f"{jid} started after giving up: {e}"
                 )
             elif e.event == "withdraw":
