@@ -516,7 +516,11 @@ def test_the_reserve_is_borrowed_only_when_nothing_fits_off_it_and_borrowers_are
         if e.event == "start":
             if run.borrows(e):
                 off = [-1 if n in run.reserve else f for n, f in enumerate(free)]
-                if not in_grace(e.t_s):  # (GPUs in grace are free to the engine, held in the log)
+                # GPUs in grace are free to the engine but held in the log; nodes a backfill
+                # reservation holds for a gang look free in the log but are not free to this job
+                # (the log does not record holds, so the check is left to the oracle there)
+                held = run.knobs.get("backfill_reservation", run.policy == "fairshare")
+                if not in_grace(e.t_s) and not held:
                     assert best_fit(off, run.rows[e.job_id].gpus, run.per) is None, f"{e} borrowed needlessly"
                 assert run.contract_of(e) == 0.0
             for n in nodes:
