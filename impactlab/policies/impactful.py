@@ -75,7 +75,6 @@ class Impactful(FairShare):
         """Build the fair-share state, the lanes and the victim indexes."""
         super().setup(ctx)
         self.searches = Searches()
-        self.funded_running: set[int] = set()
         self.open = OpenVictims()  # the funded running jobs that may be preempted now
         self._sides_of: dict[int, list[int]] = {}
         self.unfunded_running: dict[int, None] = {}  # in start order: newest last
@@ -153,7 +152,6 @@ class Impactful(FairShare):
         super().on_start(j, now)
         job = self.ctx.jobs[j]
         if job.funded:
-            self.funded_running.add(j)
             sched = self.ctx.view
             size = (job.held, bool(self.reserve) and self.reserve.issuperset(self.ctx.view.nodes[j]))
             begin = sched.started_at[j]  # ahead of now for a start waiting for GPUs in a grace period
@@ -172,7 +170,6 @@ class Impactful(FairShare):
         super().on_stop(j, now)
         job = self.ctx.jobs[j]
         if job.funded:
-            self.funded_running.discard(j)
             self.open.remove(j)
             if j in self.borrowers:
                 del self.borrowers[j]
