@@ -257,10 +257,11 @@ def browser() -> Iterator:
             b.close()
 
 
-@pytest.fixture
-def page(browser, request: pytest.FixtureRequest, artifacts: Path) -> Iterator:
+@contextlib.contextmanager
+def new_page(browser, artifacts: Path, failed) -> Iterator:
     """A fresh page in its own context; ``page.problems`` collects console and page errors.
-    A failed test leaves a screenshot of the page as it was, named ``<test>-FAILED.png``."""
+    If ``failed()`` says so at the end, a screenshot of the page as it was is saved, named
+    ``<name>-FAILED.png`` after what ``failed`` returns."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     page.set_default_timeout(60_000)
@@ -269,14 +270,36 @@ def page(browser, request: pytest.FixtureRequest, artifacts: Path) -> Iterator:
     page.on("console", lambda msg: record_console_error(page.problems, msg))
     try:
         yield page
-        report = getattr(request.node, "report_call", None)
-        if report is not None and report.failed:
-            with contextlib.suppress(
-                Exception
-            ):  # a crashed page cannot be shot; the failure stands
-                page.screenshot(path=artifacts / f"{safe_name(request.node.name)}-FAILED.png")
+        name = failed()
+        if name:
+            with contextlib.suppress(Exception):  # a crashed page cannot be shot; the failure stands
+                page.screenshot(path=artifacts / f"{safe_name(name)}-FAILED.png")
     finally:
         context.close()
+
+
+def failed_test(item: pytest.Item) -> str:
+    """The test's name if its call phase failed, else ""."""
+    report = getattr(item, "report_call", None)
+    return item.name if report is not None and report.failed else ""
+
+
+@pytest.fixture
+def page(browser, request: pytest.FixtureRequest, artifacts: Path) -> Iterator:
+    """A fresh page for one test (see ``new_page``)."""
+    with new_page(browser, artifacts, lambda: failed_test(request.node)) as page:
+        yield page
+
+
+@pytest.fixture(scope="module")
+def module_page(browser, request: pytest.FixtureRequest, artifacts: Path) -> Iterator:
+    """One page shared by the tests of a module that use it, in order: for a sequence of steps
+    on one app, where loading the app again for each step would cost a kernel start each. A
+    test that fails there leaves a screenshot of the page as it was."""
+    items = [i for i in request.session.items if i.module is request.module]
+    with new_page(browser, artifacts, lambda: next(filter(None, map(failed_test, items)), "")) as page:
+        yield page
+
 
 
 def safe_name(test: str) -> str:

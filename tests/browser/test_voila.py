@@ -2,7 +2,9 @@
 control, compares two policies, takes presets from the URL and reports bad ones politely.
 
 Every wait is on the app's own state (the status line's ``impactlab-ready`` class and text, the
-chart's drawn marks), never on a sleep."""
+chart's drawn marks), never on a sleep. The first four tests are steps on one page (each page
+load starts a kernel and a first run): they render, move a slider, change the policy, then
+compare two policies, in that order, each asserting its own step."""
 
 from __future__ import annotations
 
@@ -95,8 +97,14 @@ def assert_clean_console(page) -> None:
     assert page.problems == []
 
 
-def test_app_renders_with_charts(page, voila_url, shot):
-    open_app(page, voila_url)
+@pytest.fixture(scope="module")
+def app(module_page, voila_url):
+    """The Explorer, loaded once with its defaults, for the steps that share it."""
+    return open_app(module_page, voila_url)
+
+
+def test_app_renders_with_charts(app, shot):
+    page = app
     shot(page, "rendered")
     assert page.locator(MARKS).count() >= 1
     assert page.locator(".impactlab-charts .vega-embed").first.bounding_box()["height"] > 50
@@ -104,8 +112,8 @@ def test_app_renders_with_charts(page, voila_url, shot):
     assert_clean_console(page)
 
 
-def test_slider_reruns_and_changes_chart_and_status(page, voila_url, shot):
-    open_app(page, voila_url)
+def test_slider_reruns_and_changes_chart_and_status(app, shot):
+    page = app
     shot(page, "before")
     gpus = other_value(page, "gpus")
     text = rerun(page, lambda: set_slider(page, "gpus", gpus))
@@ -115,8 +123,8 @@ def test_slider_reruns_and_changes_chart_and_status(page, voila_url, shot):
     assert_clean_console(page)
 
 
-def test_policy_dropdown_reruns_and_changes_chart_and_status(page, voila_url, shot):
-    open_app(page, voila_url)
+def test_policy_dropdown_reruns_and_changes_chart_and_status(app, shot):
+    page = app
     policy = next(p for p in ("legacy", "fifo", "fairshare") if p != selected(page, "policy"))
     text = rerun(page, lambda: page.select_option(f"{control('policy')} select", policy))
     shot(page, f"policy-{policy}")
@@ -125,8 +133,8 @@ def test_policy_dropdown_reruns_and_changes_chart_and_status(page, voila_url, sh
     assert_clean_console(page)
 
 
-def test_compare_mode_shows_two_policies(page, voila_url, shot):
-    open_app(page, voila_url)
+def test_compare_mode_shows_two_policies(app, shot):
+    page = app
     rerun(page, lambda: page.check(".impactlab-compare input[type=checkbox]"))
     a, b = selected(page, "policy"), selected(page, "policy_b")
     if a == b:
