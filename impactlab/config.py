@@ -119,7 +119,9 @@ class SimConfig:
     workload knobs. ``policy_knobs`` override the policy's declared knobs (``{"cap_hours": 4}``);
     ``budget_shares`` override the shares of named budget-tree nodes. ``warmup_days`` (default:
     the policy's window, 7 days, at most half the run) is left out of the metrics so that the
-    sliding window is full.
+    sliding window is full. ``days`` left unset follows the replayed trace (``trace_path``, or a
+    DataFrame passed to ``simulate``) over its whole span, and is 14 days of synthetic workload
+    otherwise; the result's config has it filled in.
     """
 
     policy: str = Param("policy", "impactful", str, "policy", "scheduling policy (a registered "
@@ -196,10 +198,9 @@ class SimConfig:
         _check_cluster(self.gpus, self.gpus_per_node)
         if not self.funded_load <= self.demand:
             raise ParamError(f"funded_load must be <= demand, got {self.funded_load} > {self.demand}")
-        if self.days is None and not self.trace_path:  # the synthetic workload's own span
-            object.__setattr__(self, "days", DAYS.default)
-        if self.warmup_days is not None and self.days is not None and not self.warmup_days < self.days:
-            raise ParamError(f"warmup_days must be below days ({self.days:g}), got {self.warmup_days:g}")
+        days = self.days if self.days is not None or self.trace_path else DAYS.default
+        if self.warmup_days is not None and days is not None and not self.warmup_days < days:
+            raise ParamError(f"warmup_days must be below days ({days:g}), got {self.warmup_days:g}")
         policy_class(self.policy)
         object.__setattr__(self, "policy_knobs", FrozenMap(check_knobs(self.policy, self.policy_knobs)))
         object.__setattr__(self, "budget_shares", FrozenMap(_check_shares(self.budget_shares)))
@@ -213,12 +214,15 @@ class SimConfig:
 
     @property
     def horizon_s(self) -> float:
-        """Simulated time span (a config following its trace knows it once the trace is read:
-        ``simulate`` and ``compare`` fill ``days`` in)."""
-        if self.days is None:
+        """Simulated time span. Unset ``days`` follows the trace, a file's or a DataFrame's, and
+        is known once the trace is read (``simulate`` and ``compare`` fill it in); with no trace
+        at all it is the synthetic workload's 14 days."""
+        if self.days is not None:
+            return self.days * DAY_S
+        if self.trace_path:
             raise ParamError("days follows the trace and is not known before it is read; "
                              "use the result's config, or set days")
-        return self.days * DAY_S
+        return DAYS.default * DAY_S
 
     @property
     def warmup_s(self) -> float:

@@ -90,9 +90,9 @@ class SizeEstimate:
 def estimate_size(config: SimConfig) -> SizeEstimate | None:
     """The jobs a synthetic run will generate (an upper estimate); None for a trace, whose rows
     bound the run and are counted when it is read."""
-    if config.trace_path or config.days is None:
+    if config.trace_path:
         return None
-    return SizeEstimate(math.ceil(JOBS_PER_GPU_DAY * config.demand * config.gpus * config.days))
+    return SizeEstimate(math.ceil(JOBS_PER_GPU_DAY * config.demand * config.gpus * config.horizon_s / DAY_S))
 
 
 def read_trace(config: SimConfig) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -140,9 +140,12 @@ def trace_span_days(trace: pd.DataFrame) -> float:
 
 
 def fit(config: SimConfig, inputs: Inputs) -> SimConfig:
-    """``config`` with its span filled in from the trace when it follows the trace."""
+    """``config`` with its span filled in: the trace's when it follows a replayed trace (a file
+    or a DataFrame), the synthetic workload's 14 days otherwise."""
     if config.days is not None:
         return config
+    if inputs.provenance.get("source") == "synthetic":
+        return replace(config, days=config.horizon_s / DAY_S)
     days = trace_span_days(inputs.trace)
     log.info("simulating the trace's whole span: %.2f days", days)
     return replace(config, days=days)

@@ -7,6 +7,7 @@ import json
 import math
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import impactlab as il
@@ -247,6 +248,15 @@ def test_a_trace_is_replayed_over_its_whole_span_unless_days_is_given():
     assert result.config.days * 86_400 >= last > result.config.days * 86_400 - 3600  # rounded up to the hour
     assert result.window.t0 == result.config.days * 86_400 / 2  # warm-up fitted: half a short run
     assert il.simulate(config.with_params(days=1.0)).config.days == 1.0
+
+
+def test_a_dataframe_trace_is_replayed_over_its_whole_span_too():
+    trace = pd.read_csv(EXAMPLE)
+    span = il.simulate(il.SimConfig(gpus=88, policy="fifo"), trace=trace).config.days
+    assert span > 2.5 and span * 86_400 >= trace["submit_s"].max() > span * 86_400 - 3600
+    assert il.simulate(il.SimConfig(gpus=88, policy="fifo", days=1.0), trace=trace).config.days == 1.0
+    assert il.simulate(il.SimConfig(gpus=16, policy="fifo")).config.days == 14  # synthetic: 14 days
+    assert il.SimConfig().horizon_s == 14 * 86_400
 
 
 def test_the_cli_prints_the_simulated_and_reported_window(capsys):
