@@ -34,13 +34,21 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "thorough: only in the thorough profile (--thorough)")
 
 
+#: Modules of many independent cases and no costly module fixture: xdist spreads their tests
+#: over the workers one by one. Every other module's tests run together on one worker, in order
+#: (a notebook's cells share one kernel; module fixtures and servers are built once).
+SPREAD = frozenset({"test_invariants.py", "test_oracle.py"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Outside the thorough profile, skip what is marked thorough."""
-    if THOROUGH:
-        return
+    """Group each module's tests for xdist (``--dist loadgroup``) but those of ``SPREAD``;
+    outside the thorough profile, skip what is marked thorough."""
     skip = pytest.mark.skip(reason="thorough profile only (python -m pytest --thorough)")
     for item in items:
-        if "thorough" in item.keywords:
+        if item.path.name not in SPREAD:
+            item.add_marker(pytest.mark.xdist_group(str(item.path.relative_to(config.rootpath))))
+        if not THOROUGH and "thorough" in item.keywords:
             item.add_marker(skip)
 
 

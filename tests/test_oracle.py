@@ -72,9 +72,10 @@ ORACLE_KNOBS = {
 }
 
 #: Synthetic workloads: (GPUs, GPUs per node, days, demand, seed).
+BUSY_GENERATED = (32, 8, 3.0, 3.0, 1)  # also replayed without latencies
 GENERATED = [
     (32, 8, 2.0, 2.0, 0),
-    (32, 8, 3.0, 3.0, 1),
+    pytest.param(BUSY_GENERATED, marks=pytest.mark.thorough),
     pytest.param((64, 8, 2.0, 2.5, 2), marks=pytest.mark.thorough),
     pytest.param((64, 8, 3.0, 3.0, 3), marks=pytest.mark.thorough),
     (32, 4, 2.0, 2.5, 4),  # 8-GPU jobs are two-node gangs here
@@ -84,8 +85,9 @@ GENERATED_IDS = [f"{g}gpus-{per}pernode-{d:g}days-demand{dem:g}-seed{s}"
 
 NO_RESERVE = {"interactive_reserve": 0.0}  # hand-made cases below are about other rules
 
-#: Seeds of the random multi-node-gang traces.
+#: Seeds of the random multi-node-gang traces (every profile compares the first).
 GANG_SEEDS = [0, 1, 2]
+GANG_CASES = [pytest.param(s, marks=pytest.mark.thorough) if s else s for s in GANG_SEEDS]
 GANG_GPUS, GANG_DAYS = 48, 2.0
 
 
@@ -190,12 +192,12 @@ def test_fast_pass_logs_exactly_what_the_reference_pass_logs_on_generated_traces
 @pytest.mark.parametrize(("policy", "knobs"), VARIANTS, ids=VARIANT_IDS)
 def test_fast_pass_logs_exactly_what_the_reference_pass_logs_without_latencies(policy, knobs):
     """Decisions acting at once, as in the hand-made cases: passes at every change, no grace."""
-    workload = GENERATED[1]
+    workload = BUSY_GENERATED
     trace, tree = generated(*workload)
     assert_same_log(policy, knobs, trace, tree, *workload[:3], timing=INSTANT)
 
 
-@pytest.mark.parametrize("seed", GANG_SEEDS)
+@pytest.mark.parametrize("seed", GANG_CASES)
 @pytest.mark.parametrize(("policy", "knobs"), VARIANTS, ids=VARIANT_IDS)
 def test_fast_pass_logs_exactly_what_the_reference_pass_logs_with_multi_node_gangs(
         policy, knobs, seed):
@@ -210,8 +212,9 @@ BUSY_VARIANTS = [("legacy", {}), ("fairshare", {}), ("impactful", {}),
                  ("fairshare", {"backfill_reservation": False}),
                  ("impactful", {"max_victim_ratio": INF, "gangs_preempt_every_pass": True, **NO_RESERVE})]
 #: Seeds 20, 48 and 95 caught a lane skipped as stuck after an earlier lane of the same pass
-#: had preempted or started a funded job (the other seeds did not).
-BUSY_SEEDS = [0, 1, 2, 3, 20, 48, 95]
+#: had preempted or started a funded job (the other seeds did not); seeds 1-3 run in the
+#: thorough profile.
+BUSY_SEEDS = [0, *(pytest.param(s, marks=pytest.mark.thorough) for s in (1, 2, 3)), 20, 48, 95]
 
 
 @cache

@@ -296,7 +296,7 @@ def module_page(browser, request: pytest.FixtureRequest, artifacts: Path) -> Ite
     """One page shared by the tests of a module that use it, in order: for a sequence of steps
     on one app, where loading the app again for each step would cost a kernel start each. A
     test that fails there leaves a screenshot of the page as it was."""
-    items = [i for i in request.session.items if i.module is request.module]
+    items = [i for i in request.session.items if getattr(i, "module", None) is request.module]
     with new_page(browser, artifacts, lambda: next(filter(None, map(failed_test, items)), "")) as page:
         yield page
 

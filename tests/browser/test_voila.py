@@ -135,6 +135,9 @@ def test_policy_dropdown_reruns_and_changes_chart_and_status(app, shot):
 
 def test_compare_mode_shows_two_policies(app, shot):
     page = app
+    if selected(page, "policy") == selected(page, "policy_b"):  # a step before chose it
+        other = next(p for p in options(page, "policy") if p != selected(page, "policy_b"))
+        rerun(page, lambda: page.select_option(f"{control('policy')} select", other))
     rerun(page, lambda: page.check(".impactlab-compare input[type=checkbox]"))
     a, b = selected(page, "policy"), selected(page, "policy_b")
     if a == b:
