@@ -73,7 +73,8 @@ def markdown(rows: list[dict]) -> str:
                          "| | | | | | | | | |")
             continue
         lines.append(f"| {r['policy']} | {r['jobs']} | {r['gpus']} | {r['days']:.1f} | {r['events']} | {r['load_s']:.1f} | "
-                     f"{r['sim_s']:.1f} | {r.get('around_s', float('nan')):.1f} | {r['metrics_s']:.1f} | {r['total_s']:.1f} | {r['us_per_event']:.1f} | "
+                     f"{r['sim_s']:.1f} | {r.get('around_s', float('nan')):.1f} | {r['metrics_s']:.1f} | "
+                     f"{r['total_s']:.1f} | {r['us_per_event']:.1f} | "
                      f"{r['x_floor']:.1f} | {r['peak_mib']:.0f} |")
     return "\n".join(lines)
 

@@ -247,7 +247,8 @@ def test_the_event_frame_of_a_log_has_the_values_and_dtypes_of_its_rows():
             append(value)
     frame = events_frame(log)
     pd.testing.assert_frame_equal(frame, events_frame(rows))
-    assert frame.dtypes.to_dict() == events_frame(rows).dtypes.to_dict() == {k: np.dtype(v) for k, v in EVENT_DTYPES.items()}
+    expected = {name: np.dtype(dtype) for name, dtype in EVENT_DTYPES.items()}
+    assert frame.dtypes.to_dict() == events_frame(rows).dtypes.to_dict() == expected
     assert frame.loc[2, "detail"] == "by=b; reason" and frame["gpus"].tolist() == [8, 16, 16]
     empty = events_frame(EventLog())
     assert len(empty) == 0 and empty.dtypes.to_dict() == frame.dtypes.to_dict()
