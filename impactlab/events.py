@@ -138,7 +138,9 @@ def jobs_from_trace(trace: pd.DataFrame, tree: BudgetTree, gpus_per_node: int) -
     cols = ["job_id", "submit_s", "user", "project", "gpus", "duration_s", "kind", "min_runtime_s",
             "priority", "preemptible", "checkpoint_s", "util", "patience_s"]
     jobs = []
-    for i, row in enumerate(ordered[cols].itertuples(index=False, name=None)):
+    # Columns as lists, zipped: itertuples steps through pandas' string arrays value by value
+    # (a third slower over 200,000 jobs).
+    for i, row in enumerate(zip(*(ordered[c].tolist() for c in cols))):
         job_id, submit, user, project, gpus, dur, kind, min_rt, prio, preempt, ckpt, util, patience = row
         gpus = int(gpus)
         jobs.append(Job(
