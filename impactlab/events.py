@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
 
+import numpy as np
 import pandas as pd
 
 from .budgets import BudgetTree
@@ -71,10 +72,17 @@ def events_frame(events: Sequence[tuple] | EventLog) -> pd.DataFrame:
     """The event log (an ``EventLog``, or ``Event`` rows or plain tuples in its field order) as
     a DataFrame with stable dtypes (also when empty)."""
     if isinstance(events, EventLog):
-        frame = pd.DataFrame(dict(zip(EVENT_COLUMNS, events.columns)))
-    else:
-        frame = pd.DataFrame(events, columns=EVENT_COLUMNS)
-    return frame.astype(EVENT_DTYPES)
+        # Straight to arrays of the final dtypes: letting pandas infer its string dtype and
+        # casting back to object made new Python strings of every value (5x the time and 4x
+        # the memory of the frame; measured on 800,000 rows).
+        return pd.DataFrame({name: _column(values, EVENT_DTYPES[name])
+                             for name, values in zip(EVENT_COLUMNS, events.columns)}, copy=False)
+    return pd.DataFrame(events, columns=EVENT_COLUMNS).astype(EVENT_DTYPES)
+
+
+def _column(values: list, dtype: object) -> pd.Series:
+    """One column of the log as a Series of ``dtype``, sharing the log's string objects."""
+    return pd.Series(np.array(values, dtype=dtype), dtype=dtype, copy=False)
 
 
 class EventLog:
@@ -130,7 +138,9 @@ def jobs_from_trace(trace: pd.DataFrame, tree: BudgetTree, gpus_per_node: int) -
     cols = ["job_id", "submit_s", "user", "project", "gpus", "duration_s", "kind", "min_runtime_s",
             "priority", "preemptible", "checkpoint_s", "util", "patience_s"]
     jobs = []
-    for i, row in enumerate(ordered[cols].itertuples(index=False, name=None)):
+    # Columns as lists, zipped: itertuples steps through pandas' string arrays value by value
+    # (a third slower over 200,000 jobs).
+    for i, row in enumerate(zip(*(ordered[c].tolist() for c in cols))):
         job_id, submit, user, project, gpus, dur, kind, min_rt, prio, preempt, ckpt, util, patience = row
         gpus = int(gpus)
         jobs.append(Job(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 import pytest
 from conftest import INSTANT, run_tiny
@@ -233,3 +234,21 @@ def test_fairshare_reserves_the_soonest_nodes_for_the_blocked_gang_and_backfills
                        policy_knobs={"backfill_reservation": False}).events
     starts = without[without.event == "start"]
     assert starts.set_index("job_id").t_s.to_dict() == {"a": 0.0, "b": 0.0, "long": 20.0, "short": 1000.0, "g": 5020.0}
+
+
+def test_the_event_frame_of_a_log_has_the_values_and_dtypes_of_its_rows():
+    from impactlab.events import EVENT_DTYPES, EventLog
+
+    rows = [Event(0.0, "submit", "a", 8, "", "", 0.0, 0.0), Event(1.5, "start", "a", 16, "0,1", "", 30.0, 0.0),
+            Event(2.0, "preempt", "a", 16, "0,1", "by=b; reason", 0.0, 0.5)]
+    log = EventLog()
+    for row in rows:
+        for append, value in zip(log.appends, row):
+            append(value)
+    frame = events_frame(log)
+    pd.testing.assert_frame_equal(frame, events_frame(rows))
+    expected = {name: np.dtype(dtype) for name, dtype in EVENT_DTYPES.items()}
+    assert frame.dtypes.to_dict() == events_frame(rows).dtypes.to_dict() == expected
+    assert frame.loc[2, "detail"] == "by=b; reason" and frame["gpus"].tolist() == [8, 16, 16]
+    empty = events_frame(EventLog())
+    assert len(empty) == 0 and empty.dtypes.to_dict() == frame.dtypes.to_dict()

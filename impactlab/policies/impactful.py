@@ -77,6 +77,7 @@ class Impactful(FairShare):
         self.searches = Searches()
         self.open = OpenVictims()  # the funded running jobs that may be preempted now
         self._sides_of: dict[int, list[int]] = {}
+        self._mine_of: dict[int, dict[int, int]] = {}  # leaf -> side -> the leaf's side of that split
         self.unfunded_running: dict[int, None] = {}  # in start order: newest last
         nodes, cluster = ctx.capacity // ctx.gpus_per_node, ctx.view.cluster
         # Running funded multi-node gangs and their nodes: never victims of a single-node job
@@ -280,20 +281,30 @@ class Impactful(FairShare):
         time); a side whose smallest victim fails the fair swap is left at once (a larger one
         would fail too, until an accepted victim changes what is freed)."""
         now, nodes, jobs, fair, job = sched.now, sched.nodes, sched.jobs, self.fair, sched.jobs[j]
-        largest, index = self.max_victim_ratio * job.held, self.open
+        index = self.open
         index.refresh(now, sched.shielded)
+        sides = self._open_sides(job, avoid)
+        passes = {side: ok for side, _, ok in sides}
+        if not any(passes.values()):
+            # No victim passes the swap while nothing is freed, so none is ever accepted (the
+            # usual failed search): skip the walk, keeping its one side effect.
+            if any(self._drawable([(side, size) for size in sizes], now, avoid, lender) for side, sizes, _ in sides):
+                self.searches.judged = True
+            return
         groups: dict[float, list[tuple[int, tuple[int, bool]]]] = {}  # served -> (side, size) lists
         smallest: dict[int, int] = {}  # side -> its smallest eligible victim size
-        reserve_too = not (avoid and avoid.issuperset(self.reserve))  # (else those victims cannot help)
-        for theirs in self._sides(job.leaf):
-            sizes = index.eligible(theirs, largest, reserve_too)
-            if sizes:
-                smallest[theirs] = sizes[0][0]
-                groups.setdefault(fair.served(theirs), []).extend((theirs, size) for size in sizes)
+        for theirs, sizes, _ in sides:
+            smallest[theirs] = sizes[0][0]
+            groups.setdefault(fair.served(theirs), []).extend((theirs, size) for size in sizes)
         freed: dict[int, int] = {}  # funded GPUs taken from each tree node by the victims so far
         failed: dict[int, int] = {}  # side -> smallest size that failed since the last victim
         for served in sorted(groups, reverse=True):
             group = groups[served]
+            if not freed and not any(passes[side] for side, _ in group):
+                # Every victim of the group would fail the swap: skip the walk, as above.
+                if self._drawable(group, now, avoid, lender):
+                    self.searches.judged = True
+                continue
             for s, v, theirs in index.newest_first(group):
                 if s >= now or (lender and v in self.borrowers):
                     continue  # started at this instant, or handed out already
@@ -311,6 +322,34 @@ class Impactful(FairShare):
                 if all(failed.get(side, NO_LIMIT) <= smallest[side] for side, _ in group):
                     break  # every victim left in this group would fail too
 
+    def _open_sides(self, job: Job, avoid: frozenset[int]) -> list[tuple[int, list[tuple[int, bool]], bool]]:
+        """(side, the sizes of its victims ``job`` may break up, smallest first, whether its
+        smallest passes the fair swap with nothing freed yet) for each side of ``job``'s
+        splits with victims. With nothing freed, the verdict depends only on the victim's size
+        and gets no better as it grows (the same sums as ``_fair_swap``)."""
+        largest, index, fair = self.max_victim_ratio * job.held, self.open, self.fair
+        reserve_too = not (avoid and avoid.issuperset(self.reserve))  # (else those victims cannot help)
+        sides = self._sides(job.leaf)
+        mine_of = self._mine_of[job.leaf]
+        found = []
+        for theirs in sides:
+            sizes = index.eligible(theirs, largest, reserve_too)
+            if sizes:
+                ok = fair.served(mine_of[theirs], job.held) <= fair.served(theirs, -sizes[0][0])
+                found.append((theirs, sizes, ok))
+        return found
+
+    def _drawable(self, group: list[tuple[int, tuple[int, bool]]], now: float, avoid: frozenset[int],
+                  lender: bool) -> bool:
+        """Whether the walk of ``group`` would draw (and judge) a victim at all: one started
+        before now, not handed out already, not only on nodes in ``avoid``."""
+        nodes, borrowers, lists = self.ctx.view.nodes, self.borrowers, self.open.lists
+        for key in group:
+            for s, v in reversed(lists[key]):
+                if s < now and not (lender and v in borrowers) and not (avoid and avoid.issuperset(nodes[v])):
+                    return True
+        return False
+
     def _sides(self, leaf: int) -> list[int]:
         """The other side of every split between ``leaf`` and another leaf: the siblings of
         each node on its path (cached; the tree does not change)."""
@@ -320,6 +359,7 @@ class Impactful(FairShare):
             path = self.fair.paths[leaf]
             sides = self._sides_of[leaf] = [c for up, mine in zip(path, path[1:])
                                             for c in tree.children[up] if c != mine]
+            self._mine_of[leaf] = {c: mine for up, mine in zip(path, path[1:]) for c in tree.children[up] if c != mine}
         return sides
 
     def _approves(self, sched: Scheduler, j: int) -> Approve:
