@@ -419,9 +419,9 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
         return drain.nodes if drain is not None and drain.holder >= 0 else set()
 
     def on_draining(self, sched: Scheduler, j: int) -> bool:
-        """Job ``j`` is neither the drain's holder nor debug/interactive (with the boost) and runs
-        partly on its nodes."""
-        if j == self.plain_drain.holder or self.boosted(sched, j):
+        """Job ``j`` is neither the drain's holder nor a debug job (with the boost) and runs partly
+        on its nodes."""
+        if j == self.plain_drain.holder or (self.boost_interactive and sched.jobs[j].kind == "debug"):
             return False
         return bool(self.draining() & set(sched.nodes[j]))
 
@@ -435,11 +435,9 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
         return DRAIN_NOTE + sched.jobs[self.plain_drain.holder].job_id
 
     def reclaims(self, sched: Scheduler, j: int, v: int) -> bool:
-        """Victim ``v`` (unprotected, funded) runs on the nodes draining for ``j`` and holds at
-        most ``max_victim_ratio`` x its GPUs, so it yields at once, whatever its project."""
-        if j != self.plain_drain.holder or sched.jobs[v].held > self.max_victim_ratio * sched.jobs[j].held:
-            return False
-        return bool(self.draining() & set(sched.nodes[v]))
+        """Victim ``v`` (unprotected, funded) runs on the nodes draining for ``j``, so it yields at
+        once, whatever its project and size."""
+        return j == self.plain_drain.holder and bool(self.draining() & set(sched.nodes[v]))
 
     def enqueue(self, j: int, now: float) -> None:
         """No queue: the pass reads ``sched.pending``."""
