@@ -317,8 +317,7 @@ class Impactful(FairShare):
     def _reclaimable(self, sched: Scheduler, j: int) -> frozenset[int]:
         """The funded jobs that yield to ``j`` at once if it holds the drain: every unprotected
         one on the draining nodes, its own project's and larger gangs included, whatever the fair
-        shares (with ``max_victim_ratio`` kept, at 1024 GPUs impact fell from 0.938 to 0.873 in
-        seed 1: larger gangs on the draining nodes kept them for their whole run)."""
+        shares (docs/design-choices.md lists the narrower rules measured)."""
         drain = self.drain
         if drain is None or drain.holder != j:
             return frozenset()
