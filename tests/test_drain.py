@@ -10,6 +10,9 @@ from impactlab.explain import explain
 from impactlab.policies.base import DRAIN_NOTE, DRAIN_REASON
 
 TREE = BudgetTree.flat({"p": 1, "q": 1})
+#: Every knob the cases rely on (3 nodes keep no interactive reserve anyway).
+KNOBS = {"refresh_s": 300.0, "cap_hours": 8.0, "window_days": 7.0, "half_life_days": None,
+         "interactive_reserve": 0.0, "max_victim_ratio": 1.0}
 
 
 def _job(i, t, p, gpus, duration, protect, kind="training"):
@@ -32,7 +35,7 @@ def _starts_and_preempts(log):
 
 def _run(drain: bool, horizon_s: float = 40_000.0):
     return run_tiny(ROWS, policy="impactful", gpus=24, budgets=TREE, horizon_s=horizon_s,
-                    policy_knobs={"drain_for_gangs": drain})
+                    policy_knobs={**KNOBS, "drain_for_gangs": drain})
 
 
 def test_work_started_on_draining_nodes_is_unprotected_and_yields_to_the_gang():
