@@ -66,7 +66,7 @@ class Impactful(FairShare):
                                       "protection ends); other jobs start there only if they end or "
                                       "become preemptible before its reserved start")
     # A gang of 256 GPUs needs 32 whole nodes free of protected work at once, which protection
-    # contracts ending at random times rarely give (docs/calibration.md, "Why impactful misses
+    # contracts ending at random times rarely give (docs/calibration.md, "Why impactful missed
     # 0.95 at 1024 GPUs"). Draining nodes for it ends their protection without idling them.
     drain_for_gangs: bool = knob(True, bool, "the top-ranked blocked funded multi-node gang drains the "
                                  "nodes that become preemptible soonest: work started there meanwhile is "
