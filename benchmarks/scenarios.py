@@ -37,6 +37,7 @@ VARIANTS = {
     "impactful-victims2": ("impactful", {"max_victim_ratio": 2.0}),
     "impactful-victimsinf": ("impactful", {"max_victim_ratio": float("inf")}),
     "impactful-refresh60": ("impactful", {"refresh_s": 60.0}),
+    "impactful-nodrain": ("impactful", {"drain_for_gangs": False}),
 }
 DEFAULT_VARIANTS = ["legacy", "fairshare", "impactful", "impactful+resv"]
 

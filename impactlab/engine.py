@@ -114,6 +114,7 @@ class Engine:
         self.grace = GraceBook(cluster.nodes)
         # paid by the current attempt, or due on the next start: start-up (+ restart overhead)
         self._overhead = [timing.startup_s] * n
+        self._start_notes: dict[int, str] = {}  # a policy's note on a start still waiting to begin
         # Protection as events see it: set at start, cleared when the protection timer fires,
         # so that it changes only with an event (and counted in cluster.shielded).
         self.shielded = [False] * n
@@ -296,10 +297,13 @@ class Engine:
             self.on_node[n].add(j)
         self.nodes[j], self.started_at[j], self.last_start_s = nodes, begin, max(self.last_start_s, begin)
         protected_until = begin + self.policy.protection_s(job)
+        note = self.policy.start_note(j)  # (asked with the same state as the protection)
         if begin > now:  # not a victim before it begins (started_at is ahead) and shielded meanwhile
+            if note:
+                self._start_notes[j] = note
             self._job_timer(begin, self._begin, j)
         else:
-            self._log(START, job, nodes=nodes, overhead_s=self._overhead[j])
+            self._log(START, job, nodes=nodes, detail=note, overhead_s=self._overhead[j])
         end = begin + self._overhead[j] + self.remaining[j]
         self.doomed[j] = bool(self.broken.intersection(nodes))
         if self.doomed[j]:  # landed on a failed node nobody has noticed: it fails, never finishes
@@ -314,7 +318,8 @@ class Engine:
     def _begin(self, j: int) -> None:
         """A start that waited for GPUs in grace begins: they are all released now."""
         self.grace.began(j)
-        self._log(START, self.jobs[j], nodes=self.nodes[j], overhead_s=self._overhead[j])
+        self._log(START, self.jobs[j], nodes=self.nodes[j], detail=self._start_notes.pop(j, ""),
+                  overhead_s=self._overhead[j])
 
     def waiting_to_begin(self, j: int) -> bool:
         """True while started job ``j`` waits for GPUs still in a victim's grace period."""

@@ -42,6 +42,7 @@ from .budgets import BudgetTree
 from .config import SimConfig
 from .events import Ev, Job, jobs_from_trace, preempt_reason, preemptor
 from .policies import Policy, make_policy
+from .policies.base import DRAIN_NOTE
 from .policies.fair import BOOSTED_KINDS
 from .policies.impactful import Impactful
 from .policies.legacy import Legacy
@@ -205,13 +206,13 @@ class Replay:
 
     def apply(self, row: tuple) -> None:
         """Apply one event row to the cluster state."""
-        t, event, job_id, nodes, _ = row
+        t, event, job_id, nodes, detail = row
         state = self.state
         if event == START:
             job, where = self.jobs[job_id], tuple(int(n) for n in nodes.split(","))
             for n in where:
                 state.free[n] -= job.per_node
-            state.running[job_id] = Attempt(job, where, t + self.protection(job, where))
+            state.running[job_id] = Attempt(job, where, t + self.protection(job, where, detail))
         elif event in STOPS:
             attempt = state.running.pop(job_id, None)  # (a failed attempt is gone before its requeue)
             if attempt is not None:
@@ -233,10 +234,11 @@ class Protection:
         self.reserve = frozenset(range(nodes - sized(nodes), nodes)) if sized else frozenset()
         self.off_reserve = nodes - len(self.reserve)
 
-    def __call__(self, job: Job, nodes: tuple[int, ...]) -> float:
-        """Seconds the attempt of ``job`` on ``nodes`` is protected (impactful: none for a
-        borrower of the reserve, as ``Impactful.borrows`` says)."""
-        if self.borrows(job, nodes):
+    def __call__(self, job: Job, nodes: tuple[int, ...], detail: str = "") -> float:
+        """Seconds the attempt of ``job`` on ``nodes`` (its start row's ``detail``) is protected
+        (impactful: none for a borrower of the reserve, as ``Impactful.borrows`` says, nor for
+        a start on nodes draining for a gang, as its start note says)."""
+        if self.borrows(job, nodes) or detail.startswith(DRAIN_NOTE):
             return 0.0
         return self.policy.protection_s(job)  # a policy's contract reads the job only
 
@@ -299,7 +301,7 @@ def _event_step(job: Job, t: float, event: str, nodes: str, detail: str, jobs: d
                 replay: Replay) -> Step:
     if event == START:
         where = tuple(int(n) for n in nodes.split(","))
-        until = t + replay.protection(job, where)
+        until = t + replay.protection(job, where, detail)
         text = f"started on node{'s' if len(where) > 1 else ''} {nodes}"
         if math.isinf(until):
             text += "; never preempted (it opted out)"
@@ -307,6 +309,8 @@ def _event_step(job: Job, t: float, event: str, nodes: str, detail: str, jobs: d
             text += f"; protected until {hours(until)}"
         elif replay.protection.borrows(job, where):
             text += "; unprotected: it borrows the interactive reserve"
+        elif detail.startswith(DRAIN_NOTE):
+            text += f"; unprotected: it runs on nodes draining for job {detail[len(DRAIN_NOTE):]}, which reclaims them"
         return Step(t, event, text)
     if event == PREEMPT:
         by = jobs.get(preemptor(detail))

@@ -19,7 +19,7 @@ from functools import partial
 
 from impactlab.cluster import best_fit_on
 from impactlab.policies import Context, Scheduler
-from impactlab.policies.base import BACKFILL_REASON, RESERVE_REASON
+from impactlab.policies.base import BACKFILL_REASON, DRAIN_NOTE, DRAIN_REASON, RESERVE_REASON
 from impactlab.policies.fairshare import FairShare
 from impactlab.policies.fifo import Fifo
 from impactlab.policies.impactful import Impactful
@@ -391,7 +391,53 @@ class FairShareOracle(PlainHolds, FairShare):
 
 class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
     """``impactful``: lanes by Fair Tree rank; funded jobs preempt eligible victims; unallocated
-    jobs only backfill."""
+    jobs only backfill. With ``drain_for_gangs``, the first funded gang in pass order that does
+    not fit drains the nodes a plain reservation would give it (``plain_drain``)."""
+
+    def setup(self, ctx: Context) -> None:
+        """The fast policy's state without its drain; a plain one instead."""
+        super().setup(ctx)
+        self.drain = None  # (the fast policy's hooks then leave it alone)
+        self.plain_drain = PlainHold()
+
+    def on_start(self, j: int, now: float) -> None:
+        """Release time for the drain's plan; the holder's start ends the drain."""
+        super().on_start(j, now)
+        drain = self.plain_drain
+        drain.started(j, self.release(self.ctx.view, j))
+        if j == drain.holder:
+            drain.holder, drain.nodes = -1, set()
+
+    def on_stop(self, j: int, now: float) -> None:
+        """Forget the job in the drain's plan."""
+        super().on_stop(j, now)
+        self.plain_drain.stopped(j, now)
+
+    def draining(self) -> set[int]:
+        """The nodes draining for a waiting gang (none without ``drain_for_gangs``)."""
+        drain = self.plain_drain if self.drain_for_gangs and hasattr(self, "plain_drain") else None
+        return drain.nodes if drain is not None and drain.holder >= 0 else set()
+
+    def on_draining(self, sched: Scheduler, j: int) -> bool:
+        """Job ``j`` is neither the drain's holder nor a debug job (with the boost) and runs partly
+        on its nodes."""
+        if j == self.plain_drain.holder or (self.boost_interactive and sched.jobs[j].kind == "debug"):
+            return False
+        return bool(self.draining() & set(sched.nodes[j]))
+
+    def start_note(self, j: int) -> str:
+        """Names the holder if the drain is what leaves this start unprotected."""
+        sched, job = self.ctx.view, self.ctx.jobs[j]
+        if not self.on_draining(sched, j) or self.borrowing(sched, j):
+            return ""
+        if (job.leaf == UNALLOCATED and not self.protect_unallocated) or min(job.min_runtime_s, self.cap_of(job)) <= 0:
+            return ""
+        return DRAIN_NOTE + sched.jobs[self.plain_drain.holder].job_id
+
+    def reclaims(self, sched: Scheduler, j: int, v: int) -> bool:
+        """Victim ``v`` (unprotected, funded) runs on the nodes draining for ``j``, so it yields at
+        once, whatever its project and size."""
+        return j == self.plain_drain.holder and bool(self.draining() & set(sched.nodes[v]))
 
     def enqueue(self, j: int, now: float) -> None:
         """No queue: the pass reads ``sched.pending``."""
@@ -408,9 +454,13 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
             sched.wake_at(self.fair.next_refresh)
         ordered = fair_lanes(sched.pending, sched, self.fair.order, self.boost_interactive)
         hold = self.plain_hold if self.backfill_reservation else None
+        gangs = [j for j in ordered if sched.jobs[j].leaf != UNALLOCATED and sched.jobs[j].gpus > sched.cluster.gpus_per_node]
+        # (release times as of each attempt's start: on draining nodes, protection depends on
+        # the drain at that time)
         if hold is not None:
-            gangs = [j for j in ordered if sched.jobs[j].leaf != UNALLOCATED and sched.jobs[j].gpus > sched.cluster.gpus_per_node]
-            hold.plan(sched, gangs[0] if gangs else -1, lambda v: self.release(sched, v))
+            hold.plan(sched, gangs[0] if gangs else -1, hold.release_at.__getitem__)
+        if self.drain_for_gangs:
+            self.plain_drain.plan(sched, gangs[0] if gangs else -1, self.plain_drain.release_at.__getitem__)
         holds_s = partial(self.keeps_nodes_s, sched)
         for lane in lanes_of(ordered, sched, self.boost_interactive):
             funded = sched.jobs[lane[0]].leaf != UNALLOCATED
@@ -468,6 +518,8 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
             return 0.0
         if job.leaf == UNALLOCATED and not self.protect_unallocated:
             return 0.0
+        if hasattr(self, "ctx") and self.on_draining(self.ctx.view, job.idx):
+            return 0.0
         return min(job.min_runtime_s, self.cap_of(job))
 
     def usable(self, sched: Scheduler, j: int) -> list[int] | None:
@@ -481,11 +533,13 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
         return [n for n in range(sched.cluster.nodes) if n not in avoid] if avoid else None
 
     def place_funded(self, sched: Scheduler, j: int, kept_off: set[int]) -> tuple[int, ...] | None:
-        """Best fit off the reserve; failing that, best fit anywhere (borrowing the reserve);
-        never on ``kept_off``."""
-        reserve = set(self.reserved(sched))
+        """Best fit off the reserve and off the draining nodes; failing that, off the reserve;
+        failing that, best fit anywhere (borrowing); never on ``kept_off``."""
+        reserve, draining = set(self.reserved(sched)), self.draining()
+        off_both = [n for n in range(sched.cluster.nodes) if n not in reserve | draining | kept_off]
         off = [n for n in range(sched.cluster.nodes) if n not in reserve | kept_off]
-        return place(sched, j, off) or place_off(sched, j, kept_off)
+        return ((place(sched, j, off_both) if draining else None) or place(sched, j, off)
+                or place_off(sched, j, kept_off))
 
     def reason(self, sched: Scheduler, j: int, v: int) -> str:
         """Why ``v`` yields to ``j``: unallocated, lent from the reserve, or on the more
@@ -494,6 +548,8 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
             return BACKFILL_REASON
         if self.lent(sched, j, v):
             return RESERVE_REASON
+        if self.reclaims(sched, j, v):
+            return DRAIN_REASON
         return self.fair.why(*self.fair.split(sched.jobs[j].leaf, sched.jobs[v].leaf))
 
     def lent(self, sched: Scheduler, j: int, v: int) -> bool:
@@ -520,26 +576,30 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
                    and (usable is None or any(n in usable for n in sched.nodes[v]))]
         unallocated = [v for v in running if jobs[v].leaf == UNALLOCATED]
         lenders = [v for v in running if jobs[v].leaf != UNALLOCATED and self.lent(sched, j, v)]
+        reclaimed = [v for v in running if jobs[v].leaf != UNALLOCATED and v not in lenders
+                     and self.reclaims(sched, j, v)]
         funded = [v for v in running if jobs[v].leaf not in (UNALLOCATED, leaf) and jobs[v].held <= largest
-                  and v not in lenders]
+                  and v not in lenders and v not in reclaimed]
 
         def served_side(v: int) -> float:
             return fair.served(fair.split(leaf, jobs[v].leaf)[1])
 
         unallocated.sort(key=lambda v: -self.order.seq[v])
         lenders.sort(key=lambda v: -self.order.seq[v])
+        reclaimed.sort(key=lambda v: (-sched.started_at[v], -v))
         funded.sort(key=lambda v: (-served_side(v), -sched.started_at[v], -v))
-        return unallocated + lenders + funded
+        return unallocated + lenders + reclaimed + funded
 
     def no_ping_pong(self, sched: Scheduler, j: int) -> Accept:
         """After the swap, ``j``'s side must be no better served than the victim's side."""
         jobs, fair, job = sched.jobs, self.fair, sched.jobs[j]
 
         def accept(v: int, accepted: list[int]) -> bool:
-            if jobs[v].leaf == UNALLOCATED or self.lent(sched, j, v):
+            if jobs[v].leaf == UNALLOCATED or self.lent(sched, j, v) or self.reclaims(sched, j, v):
                 return True
             mine, theirs = fair.split(job.leaf, jobs[v].leaf)
-            gone = [jobs[u] for u in [*accepted, v] if jobs[u].leaf != UNALLOCATED and not self.lent(sched, j, u)]
+            gone = [jobs[u] for u in [*accepted, v] if jobs[u].leaf != UNALLOCATED and not self.lent(sched, j, u)
+                    and not self.reclaims(sched, j, u)]
             mine_held = sum(u.held for u in gone if mine in fair.paths[u.leaf])
             theirs_held = sum(u.held for u in gone if theirs in fair.paths[u.leaf])
             return fair.served(mine, job.held - mine_held) <= fair.served(theirs, -theirs_held)
@@ -552,7 +612,8 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
         jobs, fair, job = sched.jobs, self.fair, sched.jobs[j]
 
         def approve(victims: list[int]) -> bool:
-            gone = [jobs[v] for v in victims if jobs[v].leaf != UNALLOCATED and not self.lent(sched, j, v)]
+            gone = [jobs[v] for v in victims if jobs[v].leaf != UNALLOCATED and not self.lent(sched, j, v)
+                    and not self.reclaims(sched, j, v)]
             for victim in gone:
                 mine, theirs = fair.split(job.leaf, victim.leaf)
                 mine_held = sum(u.held for u in gone if mine in fair.paths[u.leaf])

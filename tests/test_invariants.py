@@ -27,6 +27,7 @@ from impactlab import REGISTRY, SimConfig, make_policy, simulate
 from impactlab.cluster import held_gpus, nodes_needed
 from impactlab.events import preemptor
 from impactlab.events import jobs_from_trace
+from impactlab.policies.base import DRAIN_NOTE, DRAIN_REASON
 from impactlab.policies.impactful import Impactful
 
 # ----- what is run ---------------------------------------------------------------------------
@@ -37,6 +38,8 @@ VARIANTS: list[tuple[str, Knobs]] = [(name, ()) for name in sorted(REGISTRY)] + 
     ("fifo", (("backfill", True),)),
     ("fairshare", (("backfill_reservation", False),)),
     ("impactful", (("backfill_reservation", True),)),
+    ("impactful", (("drain_for_gangs", False),)),
+    ("impactful", (("cap_hours", 0.5), ("refresh_s", 60.0), ("interactive_reserve", 0.4))),
     ("impactful", (("boost_interactive", False),)),
     ("impactful", (("interactive_reserve", 0.4),)),
     ("impactful", (("interactive_reserve", 0.4), ("reserve_min_nodes", 1))),
@@ -307,8 +310,20 @@ class Run:
 
     def contract_of(self, start) -> float:
         """Protection of the attempt begun by ``start``: the job's contract, none if it borrows
-        the reserve."""
-        return 0.0 if self.policy == "impactful" and self.borrows(start) else self.contract_s[start.job_id]
+        the reserve or starts on nodes draining for a gang (its start note says so)."""
+        if self.policy == "impactful" and (self.borrows(start) or self.drained(start)):
+            return 0.0
+        return self.contract_s[start.job_id]
+
+    @staticmethod
+    def drained(start) -> bool:
+        """The attempt begun by ``start`` runs on nodes draining for a gang (its start note)."""
+        return start.detail.startswith(DRAIN_NOTE)
+
+    @property
+    def drains(self) -> bool:
+        """Whether impactful drains nodes for gangs in this run."""
+        return self.policy == "impactful" and self.knobs.get("drain_for_gangs", Impactful.drain_for_gangs)
 
     @cached_property
     def reserve(self) -> set[int]:
@@ -348,6 +363,12 @@ class Run:
             return best_fit(free, gpus, self.per)
         off_reserve = [-1 if n in reserve else f for n, f in enumerate(free)]
         return best_fit(off_reserve, gpus, self.per) or best_fit(free, gpus, self.per)
+
+    def reclaimed(self, preempt, by: str) -> bool:
+        """The preemption ``preempt`` is a draining gang ``by`` reclaiming its nodes (a funded
+        multi-node gang, in a run that drains)."""
+        return (self.drains and preempt.detail.endswith(DRAIN_REASON) and self.funded[by]
+                and self.rows[by].gpus > self.per)
 
     def lent(self, preempt, by: str) -> bool:
         """The attempt ended by ``preempt`` borrowed the reserve and ``by`` is a
@@ -476,7 +497,7 @@ def test_gpus_in_use_never_exceed_node_or_cluster_capacity(variant, case):
 @rule(max_examples=10)
 def test_every_start_is_a_best_fit_placement(variant, case):
     """(With reservations, a job may be placed off the nodes reserved for a job that waits
-    and does not fit.)"""
+    and does not fit; with draining, off the nodes draining for one.)"""
     run = run_of(variant, case)
     free = [run.per] * run.n_nodes
     pending: set[str] = set()
@@ -492,10 +513,14 @@ def test_every_start_is_a_best_fit_placement(variant, case):
             expected = run.place(free, e.job_id)
             if in_grace(e.t_s):  # placed on the engine's view, where GPUs in grace count as free
                 assert all(free[n] >= e.gpus // len(nodes) for n in nodes), f"{e}: no room on {nodes}"
-            elif run.reserves and tuple(nodes) != expected:
+            elif (run.reserves or run.drains) and tuple(nodes) != expected:
+                # (funded work goes off the nodes draining for a gang first; the log does not
+                # say which they are, so the oracle checks that)
                 assert all(free[n] >= e.gpus // len(nodes) for n in nodes), f"{e}: no room on {nodes}"
                 if run.policy == "fairshare":  # (in impactful, victims may free the holder's room mid-pass)
                     assert any(run.place(free, j) is None for j in pending), f"{e}: off best fit, no holder"
+                elif not run.reserves:  # draining only: a funded gang waits
+                    assert any(run.funded[j] and run.rows[j].gpus > run.per for j in pending), f"{e}: no gang drains"
             else:
                 assert tuple(nodes) == expected, f"{e}: expected nodes {expected} with free GPUs {free}"
             for n in nodes:
@@ -691,7 +716,7 @@ def test_protected_jobs_are_never_preempted(variant, case):
             assert a.length_s >= run.contract_of(a.start) - slack, (
                 f"{jid} preempted inside its contract: {a}"
             )
-            if policy == "impactful" and not run.borrows(a.start) and (
+            if policy == "impactful" and not run.borrows(a.start) and not run.drained(a.start) and (
                 run.funded[jid] or knobs.get("protect_unallocated", False)
             ):
                 assert a.length_s >= min(row.min_runtime_s, cap_s) - slack, (
@@ -709,10 +734,28 @@ def test_unallocated_job_never_preempts_anyone(variant, case):
 
 
 @rule(max_examples=12, policies=("impactful",))
+def test_starts_are_left_unprotected_only_for_a_funded_gang_waiting_to_start(variant, case):
+    run = run_of(variant, case)
+    pending: set[str] = set()
+    for e in run.events:
+        if e.event in READY:
+            pending.add(e.job_id)
+        elif e.event in ("start", "withdraw"):
+            pending.discard(e.job_id)
+        if e.event == "start" and e.detail:
+            assert run.drains and run.drained(e), f"{e}: unexpected start note"
+            holder = e.detail[len(DRAIN_NOTE):]
+            assert holder in pending and run.funded[holder] and run.rows[holder].gpus > run.per, f"{e}"
+            assert run.contract_s[e.job_id] > 0, f"{e}: noted, yet it has no contract to lose"
+
+
+@rule(max_examples=12, policies=("impactful",))
 def test_impactful_never_preempts_within_the_same_project(variant, case):
     run = run_of(variant, case)
     for e, victim, by in run.preemptions():
-        if not run.lent(e, by.job_id):  # a borrower yields to debug work of any project
+        # a borrower yields to debug work of any project; unprotected work on nodes draining for
+        # a gang yields to it, its own project's too (the oracle checks where the nodes are)
+        if not run.lent(e, by.job_id) and not run.reclaimed(e, by.job_id):
             assert not (run.funded[victim.job_id] and victim.project == by.project), f"{e}"
 
 
@@ -721,7 +764,9 @@ def test_impactful_never_breaks_up_a_funded_job_larger_than_the_ratio_allows(var
     run = run_of(variant, case)
     ratio = run.knobs.get("max_victim_ratio", 1.0)
     for e, victim, by in run.preemptions():
-        if run.funded[victim.job_id] and not run.lent(e, by.job_id):
+        # (borrowers of the reserve yield to debug work, and unprotected work on nodes draining
+        # for a gang to the gang, whatever their size)
+        if run.funded[victim.job_id] and not run.lent(e, by.job_id) and not run.reclaimed(e, by.job_id):
             held = held_gpus(by.gpus, run.per)
             assert e.gpus <= ratio * held, (
                 f"{by.job_id} ({held} GPUs) broke up {victim.job_id}: {e}"

@@ -57,6 +57,9 @@ VARIANTS: list[tuple[str, dict]] = [
     ("impactful", {"cap_hours": 0.5}),
     ("impactful", {"cap_hours": 1.0, "cap_hours_interactive": 24.0}),
     ("impactful", {"half_life_days": 1.0, "window_days": 2.0}),
+    ("impactful", {"drain_for_gangs": False}),
+    ("impactful", {"interactive_reserve": 0.2, "reserve_min_nodes": 1, "cap_hours": 0.5}),
+    ("impactful", {"backfill_reservation": True, "gangs_preempt_every_pass": True, "drain_for_gangs": True}),
 ]
 VARIANT_IDS = [name + "".join(f"-{k}={v}" for k, v in knobs.items()) for name, knobs in VARIANTS]
 
@@ -68,7 +71,7 @@ ORACLE_KNOBS = {
     "impactful": {"window_days", "cap_hours", "cap_hours_interactive", "protect_unallocated",
                   "half_life_days", "refresh_s",
                   "boost_interactive", "max_victim_ratio", "gangs_preempt_every_pass", "interactive_reserve",
-                  "reserve_min_nodes", "backfill_reservation"},
+                  "reserve_min_nodes", "backfill_reservation", "drain_for_gangs"},
 }
 
 #: Synthetic workloads: (GPUs, GPUs per node, days, demand, seed).
@@ -209,6 +212,7 @@ def test_fast_pass_logs_exactly_what_the_reference_pass_logs_with_multi_node_gan
 BUSY_VARIANTS = [("legacy", {}), ("fairshare", {}), ("impactful", {}),
                  ("impactful", {"interactive_reserve": 0.4, "reserve_min_nodes": 1}),
                  ("impactful", {"backfill_reservation": True, "reserve_min_nodes": 1}),
+                 ("impactful", {"drain_for_gangs": False, "reserve_min_nodes": 1}),
                  ("fairshare", {"backfill_reservation": False}),
                  ("impactful", {"max_victim_ratio": INF, "gangs_preempt_every_pass": True, **NO_RESERVE})]
 #: Seeds 20, 48 and 95 caught a lane skipped as stuck after an earlier lane of the same pass

@@ -15,7 +15,8 @@ A policy is a small dataclass whose fields are its knobs. The engine calls it:
   holds them then and begins when they are released (its ``started_at`` is ahead of ``now``
   until then, so it is not yet a victim).
 * ``protection_s(job)`` is the contract: for how long after an attempt starts the job may not
-  be preempted. The engine enforces it.
+  be preempted. The engine enforces it. ``start_note(j)``, asked right after it, is logged in
+  the start row's detail column (``impactful``: why an attempt that would be protected is not).
 
 A policy's knobs are its dataclass fields; declare each with ``impactlab.params.knob`` (default,
 type, help, unit, range) so that the CLI, the widgets and sweeps can offer and check it. To add
@@ -39,6 +40,9 @@ from ..params import check_fields
 #: Why a victim was chosen, as policies log it after ``by=<job_id>; `` (``Scheduler.preempt``).
 BACKFILL_REASON = "unallocated backfill yields to funded work"
 RESERVE_REASON = "borrowed the interactive reserve (debug and interactive work reclaim it)"
+DRAIN_REASON = "on nodes draining for a large gang (unprotected work there yields to it)"
+#: The start note of an attempt left unprotected because it runs on nodes draining for a gang.
+DRAIN_NOTE = "unprotected: on nodes draining for job "
 
 
 class PolicyError(RuntimeError):
@@ -101,6 +105,7 @@ class Policy(Protocol):
 
     def setup(self, ctx: Context) -> None: ...
     def protection_s(self, job: Job) -> float: ...
+    def start_note(self, j: int) -> str: ...
     def enqueue(self, j: int, now: float) -> None: ...
     def dequeue(self, j: int, now: float) -> None: ...
     def on_start(self, j: int, now: float) -> None: ...
@@ -126,6 +131,10 @@ class BasePolicy:
     def protection_s(self, job: Job) -> float:
         """No protection contract by default."""
         return 0.0
+
+    def start_note(self, j: int) -> str:
+        """Nothing to note on a start."""
+        return ""
 
     def enqueue(self, j: int, now: float) -> None:
         """Ignore: the pass can read ``sched.pending``."""

@@ -11,11 +11,12 @@ from typing import ClassVar
 from ..events import Job
 from ..params import knob
 from ..units import DAY_S
-from .base import BACKFILL_REASON, RESERVE_REASON, Context, Scheduler
+from .base import BACKFILL_REASON, DRAIN_NOTE, DRAIN_REASON, RESERVE_REASON, Context, Scheduler
 from .fair import BOOSTED_KINDS
 from .fairshare import FairShare
 from .open_victims import OpenVictims
 from .queues import NO_LIMIT, Place, Searches
+from .reservation import Hold
 from .victims import Approve, choose_victims
 
 
@@ -64,6 +65,12 @@ class Impactful(FairShare):
                                       "nodes that free soonest (as running jobs end or their "
                                       "protection ends); other jobs start there only if they end or "
                                       "become preemptible before its reserved start")
+    # A gang of 256 GPUs needs 32 whole nodes free of protected work at once, which protection
+    # contracts ending at random times rarely give (docs/calibration.md, "Why impactful missed
+    # 0.95 at 1024 GPUs"). Draining nodes for it ends their protection without idling them.
+    drain_for_gangs: bool = knob(True, bool, "the top-ranked blocked funded multi-node gang drains the "
+                                 "nodes that become preemptible soonest: work started there meanwhile is "
+                                 "unprotected and yields to the gang")
     reserve_for_unallocated: ClassVar[bool] = False
     # Single-node jobs look for victims at every pass and rarely wait long; a reservation for
     # them kept protected work off nodes for nothing (impact -0.01 at 256 GPUs).
@@ -92,6 +99,32 @@ class Impactful(FairShare):
         self.place: Place | None = None
         if self.reserve:
             self.place = lambda g, avoid: cluster.best_fit(g, self.reserve | avoid) or cluster.best_fit(g, avoid)
+        # Draining (``drain_for_gangs``): the holder, its nodes, and the running jobs that borrow them.
+        self.drain = Hold(lambda j: 0.0) if self.drain_for_gangs else None
+        self._reclaim: frozenset[int] = frozenset()  # the jobs that yield to the searching holder
+        if self.drain is not None:
+            self.place = self._place_draining
+
+    def _place_draining(self, gpus: int, avoid: frozenset[int]) -> tuple[int, ...] | None:
+        """Best fit off the draining nodes (and off the reserve) first; then off the reserve;
+        then anywhere."""
+        best_fit, draining = self.ctx.view.cluster.best_fit, self.drain.nodes  # type: ignore[union-attr]
+        if draining:
+            nodes = best_fit(gpus, self.reserve | draining | avoid)
+            if nodes is not None:
+                return nodes
+        return (best_fit(gpus, self.reserve | avoid) if self.reserve else None) or best_fit(gpus, avoid)
+
+    def drains(self, j: int, nodes: tuple[int, ...]) -> bool:
+        """Whether job ``j`` on ``nodes`` borrows nodes draining for a gang: a drain holds, ``j``
+        is not its holder nor a debug job (with the boost), and runs partly on its nodes. (Debug
+        jobs are short; left unprotected there, they were preempted by fair share. Protected
+        interactive sessions there kept the nodes for hours: impact at 1024 GPUs, seed 4, 0.897
+        against 0.923.)"""
+        drain = self.drain
+        if drain is None or drain.holder < 0 or j == drain.holder or drain.nodes.isdisjoint(nodes):
+            return False
+        return not (self.boost and self.ctx.jobs[j].kind == "debug")
 
     def reserved_nodes(self, nodes: int) -> int:
         """Size of the interactive reserve: ceil(share x nodes) with the boost on a cluster of at
@@ -126,7 +159,19 @@ class Impactful(FairShare):
             return 0.0
         if getattr(self, "reserve", None) and self.borrows(job, self.ctx.view.nodes[job.idx]):
             return 0.0  # asked as the job starts, once it is placed: a borrower is unprotected
+        if getattr(self, "drain", None) is not None and self.drains(job.idx, self.ctx.view.nodes[job.idx]):
+            return 0.0  # likewise on nodes draining for a gang
         return min(job.min_runtime_s, self.cap_s(job))
+
+    def start_note(self, j: int) -> str:
+        """For a start that the drain leaves unprotected (it would have a contract otherwise),
+        the drain's holder; else nothing."""
+        job, nodes = self.ctx.jobs[j], self.ctx.view.nodes[j]
+        if not self.drains(j, nodes) or (self.reserve and self.borrows(job, nodes)):
+            return ""
+        if (not job.funded and not self.protect_unallocated) or min(job.min_runtime_s, self.cap_s(job)) <= 0:
+            return ""
+        return DRAIN_NOTE + self.ctx.jobs[self.drain.holder].job_id  # type: ignore[union-attr]
 
     def cap_s(self, job: Job) -> float:
         """The protection cap of ``job``'s kind: ``cap_hours_interactive`` for sessions, if set."""
@@ -152,6 +197,8 @@ class Impactful(FairShare):
         """Charge a funded job's budget from now on; remember it as a possible victim."""
         super().on_start(j, now)
         job = self.ctx.jobs[j]
+        if self.drain is not None:
+            self._drain_start(j, now)
         if job.funded:
             sched = self.ctx.view
             size = (job.held, bool(self.reserve) and self.reserve.issuperset(self.ctx.view.nodes[j]))
@@ -166,10 +213,19 @@ class Impactful(FairShare):
         else:
             self.unfunded_running[j] = None
 
+    def dequeue(self, j: int, now: float) -> None:
+        """A withdrawn job leaves its queue; if it held the drain, the next pass drains for
+        another gang."""
+        super().dequeue(j, now)
+        if self.drain is not None and j == self.drain.holder:
+            self.gate.note()
+
     def on_stop(self, j: int, now: float) -> None:
         """Stop charging; forget the job as a victim."""
         super().on_stop(j, now)
         job = self.ctx.jobs[j]
+        if self.drain is not None:
+            self.drain.stopped(j, now)
         if job.funded:
             self.open.remove(j)
             if j in self.borrowers:
@@ -178,6 +234,13 @@ class Impactful(FairShare):
                 self._count_gang(j, -1)
         else:
             del self.unfunded_running[j]
+
+    def _drain_start(self, j: int, now: float) -> None:
+        """Track a start for the drain: its release time; the holder's start ends the drain."""
+        drain = self.drain
+        assert drain is not None
+        drain.running(j, self.release_s(self.ctx.view, j))
+        drain.started(j)
 
     def _count_gang(self, j: int, sign: int) -> None:
         if self.ctx.jobs[j].n_nodes > 1:
@@ -200,10 +263,23 @@ class Impactful(FairShare):
             self.searches.refreshes += 1
             sched.wake_at(self.fair.next_refresh)  # gangs search then, even if nothing else happens
         self.plan(sched)
+        if self.drain is not None:
+            self._plan_drain(sched)
         gangs_too = refresh or self.gangs_preempt_every_pass
         self.queues.run(self.fair, sched, partial(self.make_room, sched), (self.place, self.place), self.searches,
                         NO_LIMIT if gangs_too else sched.cluster.gpus_per_node, self.hold)
         self.gate.done(sched)
+
+    def _plan_drain(self, sched: Scheduler) -> None:
+        """The first funded gang in pass order that does not fit drains the nodes that free
+        soonest for it. A new holder or new nodes change what searches may find (the holder's
+        lane may have been skipped as stuck)."""
+        drain = self.drain
+        assert drain is not None
+        before = (drain.holder, drain.nodes)
+        drain.plan(sched, self.queues.top(self.fair, True, sched.cluster.gpus_per_node))
+        if (drain.holder, drain.nodes) != before:
+            self.searches.changed()
 
     def make_room(self, sched: Scheduler, j: int) -> bool:
         """Preempt eligible victims so that funded job ``j`` fits; True if it now does."""
@@ -218,6 +294,7 @@ class Impactful(FairShare):
             avoid = frozenset() if boosted or job.n_nodes > self.off_reserve else self.reserve
             if self.hold is not None and self.hold.constrains(sched, j, False):
                 avoid = avoid | self.hold.nodes  # the nodes reserved for a gang stay out of reach
+            self._reclaim = self._reclaimable(sched, j)
             victims = choose_victims(sched, j, self.candidates(sched, j, avoid), self._approves(sched, j), avoid)
         return self.searches.preempt(sched, j, victims, partial(self.why, sched, j))
 
@@ -229,7 +306,25 @@ class Impactful(FairShare):
             return BACKFILL_REASON
         if v in self.borrowers and self.boost and job.kind in BOOSTED_KINDS:
             return RESERVE_REASON
+        if self._reclaims(j, v):
+            return DRAIN_REASON
         return self.fair.why(*self.fair.split(job.leaf, victim.leaf))  # type: ignore[misc]
+
+    def _reclaims(self, j: int, v: int) -> bool:
+        """Whether ``v`` yields to ``j`` at once: ``j`` holds the drain and ``v`` is unprotected
+        on its nodes (as of ``j``'s current search)."""
+        return v in self._reclaim and self.drain is not None and self.drain.holder == j
+
+    def _reclaimable(self, sched: Scheduler, j: int) -> frozenset[int]:
+        """The funded jobs that yield to ``j`` at once if it holds the drain: every unprotected
+        one on the draining nodes, its own project's and larger gangs included, whatever the fair
+        shares (docs/design-choices.md lists the narrower rules measured)."""
+        drain = self.drain
+        if drain is None or drain.holder != j:
+            return frozenset()
+        now, jobs, started, shielded = sched.now, sched.jobs, sched.started_at, sched.shielded
+        return frozenset(v for n in drain.nodes for v in sched.on_node[n]
+                         if jobs[v].funded and not shielded[v] and started[v] < now)
 
     def _hopeless(self, sched: Scheduler, job: Job, boosted: bool) -> bool:
         """A single-node job cannot break up gangs: True if every node it may use is too full
@@ -273,9 +368,15 @@ class Impactful(FairShare):
             for v in reversed(self.borrowers):
                 if started[v] < now and not (avoid and avoid.issuperset(nodes[v])):
                     yield v
-        yield from self._funded_candidates(sched, j, avoid, bool(lender))
+        reclaim = self._reclaim if self.drain is not None and self.drain.holder == j else frozenset()
+        if reclaim:  # unprotected work on the draining nodes yields to their gang at once
+            for v in sorted(reclaim, key=lambda v: (started[v], v), reverse=True):
+                if not (lender and v in self.borrowers):
+                    yield v
+        yield from self._funded_candidates(sched, j, avoid, bool(lender), reclaim)
 
-    def _funded_candidates(self, sched: Scheduler, j: int, avoid: frozenset[int], lender: bool) -> Iterator[int]:
+    def _funded_candidates(self, sched: Scheduler, j: int, avoid: frozenset[int], lender: bool,
+                           reclaim: frozenset[int] = frozenset()) -> Iterator[int]:
         """The funded part of ``candidates``, from the index of unprotected victims under each
         side of ``j``'s splits: sides most over-served first (equal values merge by start
         time); a side whose smallest victim fails the fair swap is left at once (a larger one
@@ -306,7 +407,7 @@ class Impactful(FairShare):
                     self.searches.judged = True
                 continue
             for s, v, theirs in index.newest_first(group):
-                if s >= now or (lender and v in self.borrowers):
+                if s >= now or (lender and v in self.borrowers) or v in reclaim:
                     continue  # started at this instant, or handed out already
                 if avoid and avoid.issuperset(nodes[v]):
                     continue  # freeing the reserve does not help
@@ -371,7 +472,8 @@ class Impactful(FairShare):
         borrowers = self.borrowers
 
         def approve(victims: list[int]) -> bool:
-            funded = [jobs[v] for v in victims if jobs[v].funded and not (lender and v in borrowers)]
+            funded = [jobs[v] for v in victims if jobs[v].funded and not (lender and v in borrowers)
+                      and not self._reclaims(j, v)]
             freed: dict[int, int] = {}
             for victim in funded:
                 for node in fair.paths[victim.leaf]:
