@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import impactlab as il
 from impactlab.events import preemptor
+from impactlab.policies.base import DRAIN_NOTE
 from impactlab.policies.impactful import Impactful
 
 HOUR_S = 3600.0
@@ -62,16 +63,22 @@ def test_the_cap_knob_moves_the_end_of_protection():
 # ----- the invariant: protection ends exactly when the contract says -----------------------------
 class ContractChecked(Impactful):
     """impactful, checking at every pass that each running job is protected exactly while the
-    contract computed from the trace says so (``contract_s``: job id -> seconds)."""
+    contract computed from the trace says so (``contract_s``: job id -> seconds). An attempt
+    found unprotected early is kept in ``early`` (job id, start): the run's log must show that
+    the drain for a gang left that start unprotected."""
 
     contract_s: dict[str, float]
     seen: dict[str, int]
+    early: set[tuple[str, float]]
 
     def schedule(self, now, sched):
         for j in sched.running:
             job_id = sched.jobs[j].job_id
             until = sched.started_at[j] + self.contract_s[job_id]
             expected = now < until
+            if expected and not sched.protected(j):
+                self.early.add((job_id, sched.started_at[j]))
+                continue
             assert sched.protected(j) == expected, (
                 f"t={now}: {job_id} started at {sched.started_at[j]} with a contract of "
                 f"{self.contract_s[job_id]} s is {'' if sched.protected(j) else 'un'}protected")
@@ -97,8 +104,14 @@ def run_checked(trace: pd.DataFrame, tree: il.BudgetTree, gpus: int, days: float
     policy = ContractChecked(cap_hours=cap_hours, protect_unallocated=protect_unallocated, **knobs)
     policy.contract_s = contract_from_trace(trace, tree, cap_hours, protect_unallocated)
     policy.seen = {"protected": 0, "capped": 0, "free": 0}
+    policy.early = set()
     config = il.SimConfig(policy="impactful", gpus=gpus, days=days, warmup_days=0.0)
-    il.simulate(config, trace=trace, budgets=tree, policy=policy)
+    log = il.simulate(config, trace=trace, budgets=tree, policy=policy).events
+    starts = log[log.event == "start"]
+    drained = {(r.job_id, r.t_s) for r in starts.itertuples() if r.detail.startswith(DRAIN_NOTE)}
+    assert policy.early <= drained, f"unprotected before their contract ended: {policy.early - drained}"
+    if not policy.drain_for_gangs:
+        assert not drained
     return policy.seen
 
 
@@ -116,13 +129,16 @@ def test_an_attempt_is_protected_exactly_until_min_of_min_runtime_and_the_cap_on
         assert seen["capped"] > 0
 
 
+@pytest.mark.parametrize("drain", [True, False])
 @settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(trace=traces(capacity=32, per=8, horizon_s=2 * DAY_S), cap_hours=st.sampled_from(CAPS),
        protect_unallocated=st.booleans(), boost=st.booleans())
 def test_an_attempt_is_protected_exactly_until_min_of_min_runtime_and_the_cap_on_random_traces(
-        trace, cap_hours, protect_unallocated, boost):
+        trace, cap_hours, protect_unallocated, boost, drain):
+    # with the drain for gangs (the default), a start on draining nodes is unprotected, and the
+    # log says so; without it, every attempt keeps its whole contract
     run_checked(trace, small_tree(), gpus=32, days=2.0, cap_hours=cap_hours,
-                protect_unallocated=protect_unallocated, boost_interactive=boost)
+                protect_unallocated=protect_unallocated, boost_interactive=boost, drain_for_gangs=drain)
 
 
 def test_a_cap_above_8_hours_ends_an_infinite_declaration():

@@ -83,10 +83,15 @@ def test_run_keys_are_stable_and_depend_on_the_config_only():
 
 
 # ----- backends ---------------------------------------------------------------------------------
-def test_processes_and_a_dask_local_cluster_match_serial_exactly(serial):
+def test_processes_match_serial_exactly(serial):
     frame, _ = serial
     processes = sweep(BASE, GRID, SEEDS, backend="processes", workers=2, progress=False)
     pd.testing.assert_frame_equal(comparable(processes), comparable(frame))
+
+
+@pytest.mark.thorough  # a local dask cluster takes seconds to start
+def test_a_dask_local_cluster_matches_serial_exactly(serial):
+    frame, _ = serial
     dask = sweep(BASE, GRID, SEEDS, backend="dask", workers=2, progress=False)
     pd.testing.assert_frame_equal(comparable(dask), comparable(frame))
 

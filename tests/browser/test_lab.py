@@ -1,5 +1,7 @@
 """The notebooks in JupyterLab, in a real browser: open, Run All, no error output, charts drawn,
-and nothing written into the repository (autosave is off in the test server's settings)."""
+and nothing written into the repository (autosave is off in the test server's settings). The
+Explorer notebook and the Binder route to it run in the thorough profile (the Voila tests open
+the app in every profile)."""
 
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ def menu(page, top: str, item: str) -> None:
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{re.escape(item)}$")).click()
 
 
-@pytest.mark.parametrize("name", NOTEBOOKS)
+@pytest.mark.parametrize("name", [NOTEBOOKS[0], pytest.param(NOTEBOOKS[1], marks=pytest.mark.thorough)])
 def test_notebook_runs_in_jupyterlab(page, lab, shot, name):
     base, token = lab
     assert (ROOT / "notebooks" / name).exists(), (
@@ -69,6 +71,7 @@ def test_notebook_runs_in_jupyterlab(page, lab, shot, name):
     assert git_status() == before, "running the notebook in JupyterLab changed the repository"
 
 
+@pytest.mark.thorough  # the Voila tests cover the app itself in every profile
 def test_explorer_link_through_the_jupyter_server(page, lab, shot):
     """The Binder Voila link's route: /voila/render/... on the Jupyter server, where Binder's
     redirect appends ``token=...`` to the preset; the app must not take it for a parameter."""
