@@ -522,8 +522,10 @@ def test_every_start_is_a_best_fit_placement(variant, case):
                 assert all(free[n] >= e.gpus // len(nodes) for n in nodes), f"{e}: no room on {nodes}"
                 if run.policy == "fairshare":  # (in impactful, victims may free the holder's room mid-pass)
                     assert any(run.place(free, j) is None for j in pending), f"{e}: off best fit, no holder"
-                elif not run.reserves:  # draining only: a funded gang waits
-                    assert any(run.funded[j] and run.rows[j].gpus > run.per for j in pending), f"{e}: no gang drains"
+                elif not run.reserves:  # draining only: a funded gang waits, or is the one
+                    # starting (on the nodes drained for it)
+                    gangs = [j for j in (*pending, e.job_id) if run.funded[j] and run.rows[j].gpus > run.per]
+                    assert gangs, f"{e}: no gang drains"
             else:
                 assert tuple(nodes) == expected, f"{e}: expected nodes {expected} with free GPUs {free}"
             for n in nodes:
