@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
 
 from .budgets import ROOT, BudgetTree
-from .cluster import held_gpus
 
 END_EVENTS = ("preempt", "finish", "fail")
 QUEUE_DELTA = {"submit": 1, "requeue": 1, "resubmit": 1, "start": -1, "withdraw": -1}  # how events move the queue
@@ -40,41 +40,132 @@ class Window:
         return self.t1 - self.t0
 
 
-def attempts(events: pd.DataFrame, horizon_s: float) -> pd.DataFrame:
-    """One row per run attempt: job, GPUs, nodes, start, end (horizon if still running), how it
-    ended, the restart overhead it paid (and after what) and the progress it lost.
+# ----- jobs as integer codes ----------------------------------------------------------------
+def job_codes(job_ids: pd.Series, known: pd.Series | None = None) -> np.ndarray:
+    """An integer per job id, to group and join rows by job on integers rather than strings.
+    With ``known`` (unique ids: the per-job table's), an id's code is its position there and
+    other ids (node events' "") are numbered after them: factorisation numbers ids in order of
+    first appearance."""
+    ids = job_ids.to_numpy(object)
+    if known is None:
+        return pd.factorize(ids)[0]
+    first = known.to_numpy(object)
+    return pd.factorize(np.concatenate([first, ids]))[0][len(first):]
 
-    A preempted attempt holds its GPUs until their release (the ``requeue`` or ``kill`` after its
-    grace period), and its grace period counts as lost: it holds GPUs and makes no progress."""
-    starts = events[events["event"] == "start"]
-    ends = released(events, horizon_s)
-    left = pd.DataFrame({"job_id": starts["job_id"].to_numpy(), "n": starts.groupby("job_id").cumcount().to_numpy(),
-                         "gpus": starts["gpus"].to_numpy(), "nodes": starts["nodes"].to_numpy(),
-                         "start_s": starts["t_s"].to_numpy(), "overhead_s": starts["overhead_s"].to_numpy()})
-    right = pd.DataFrame({"job_id": ends["job_id"].to_numpy(), "n": ends.groupby("job_id").cumcount().to_numpy(),
-                          "end_s": ends["t_s"].to_numpy(), "ended_by": ends["event"].to_numpy(),
-                          "lost_s": ends["lost_s"].to_numpy()})
-    out = left.merge(right, on=["job_id", "n"], how="left")
-    out["end_s"] = out["end_s"].fillna(horizon_s)
-    out["ended_by"] = out["ended_by"].fillna("running")
-    out["lost_s"] = out["lost_s"].fillna(0.0)
-    out["restart_after"] = out.groupby("job_id")["ended_by"].shift(1).fillna("")  # what the overhead pays for
+
+@dataclass(frozen=True)
+class Keys:
+    """Jobs as rows of the per-job table (``job_codes`` over its ids): of each row of the log and
+    of each attempt, with the kind of each job."""
+
+    job: np.ndarray
+    att_job: np.ndarray
+    kind: np.ndarray
+
+    @cached_property
+    def att_kind(self) -> np.ndarray:
+        """The kind of each attempt's job."""
+        return self.kind[self.att_job]
+
+    @cached_property
+    def row_kind(self) -> np.ndarray:
+        """The kind of each log row's job ("" for rows of no job: node events)."""
+        return _take(self.kind, np.where(self.job < len(self.kind), self.job, -1), "")
+
+
+def _grouped(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows sorted by code (each code's rows in their order), and whether each sorted row is the
+    first and the last of its code."""
+    order = np.argsort(codes, kind="stable")
+    change = codes[order][1:] != codes[order][:-1]
+    first, last = np.ones(len(codes), bool), np.ones(len(codes), bool)
+    first[1:], last[:-1] = change, change
+    return order, first, last
+
+
+def cumcount(codes: np.ndarray) -> np.ndarray:
+    """Position of each row among the rows of its code (``groupby(...).cumcount()``)."""
+    order, first, _ = _grouped(codes)
+    at = np.arange(len(codes))
+    out = np.empty(len(codes), np.int64)
+    out[order] = at - np.maximum.accumulate(np.where(first, at, 0))
     return out
 
 
-def released(events: pd.DataFrame, horizon_s: float) -> pd.DataFrame:
+def next_row(codes: np.ndarray) -> np.ndarray:
+    """Index of the next row of the same code, -1 after its last (``groupby(...).shift(-1)``)."""
+    order, _, last = _grouped(codes)
+    out = np.full(len(codes), -1)
+    out[order[~last]] = order[np.flatnonzero(~last) + 1]
+    return out
+
+
+def previous_row(codes: np.ndarray) -> np.ndarray:
+    """Index of the previous row of the same code, -1 before its first (``shift(1)``)."""
+    order, first, _ = _grouped(codes)
+    out = np.full(len(codes), -1)
+    out[order[~first]] = order[np.flatnonzero(~first) - 1]
+    return out
+
+
+def _take(values: np.ndarray, at: np.ndarray, fill: object) -> np.ndarray:
+    """``values[at]``, ``fill`` where ``at`` is -1."""
+    out = np.full(len(at), fill, dtype=values.dtype)
+    found = at >= 0
+    out[found] = values[at[found]]
+    return out
+
+
+def _per_job(codes: np.ndarray, n_jobs: int) -> np.ndarray:
+    """Rows whose code is a row of the per-job table (``job_codes`` with the table's ids)."""
+    return codes < n_jobs
+
+
+# ----- attempts and the per-job table ------------------------------------------------------------
+def attempts(events: pd.DataFrame, horizon_s: float, job: np.ndarray | None = None) -> pd.DataFrame:
+    """One row per run attempt: job, GPUs, nodes, start, end (horizon if still running), how it
+    ended, the restart overhead it paid (and after what) and the progress it lost. The k-th end
+    of a job (``released``) closes its k-th start. ``job`` is ``job_codes`` of the log's rows.
+
+    A preempted attempt holds its GPUs until their release (the ``requeue`` or ``kill`` after its
+    grace period), and its grace period counts as lost: it holds GPUs and makes no progress."""
+    job = job_codes(events["job_id"]) if job is None else job
+    starts = np.flatnonzero((events["event"] == "start").to_numpy())
+    ends, end_s, lost_s = _releases(events, horizon_s, job)
+    start_job, end_job = job[starts], job[ends]
+    n = cumcount(start_job)
+    width = len(starts) + 1  # more than any job's attempts
+    match = pd.Index(end_job * width + cumcount(end_job)).get_indexer(start_job * width + n)
+    ended_by = _take(events["event"].to_numpy()[ends], match, "running")
+    return pd.DataFrame({
+        "job_id": events["job_id"].to_numpy()[starts], "n": n, "gpus": events["gpus"].to_numpy()[starts],
+        "nodes": events["nodes"].to_numpy()[starts], "start_s": events["t_s"].to_numpy()[starts],
+        "overhead_s": events["overhead_s"].to_numpy()[starts], "end_s": _take(end_s, match, horizon_s),
+        "ended_by": ended_by, "lost_s": _take(lost_s, match, 0.0),
+        "restart_after": _take(ended_by, previous_row(start_job), ""),  # what the overhead pays for
+    })
+
+
+def released(events: pd.DataFrame, horizon_s: float, job: np.ndarray | None = None) -> pd.DataFrame:
     """The rows that end attempts, a preemption's ``t_s`` moved to its release (the job's next
     row, a ``requeue`` or ``kill``; the horizon if still in grace) and its grace added to ``lost_s``."""
-    nxt = events.groupby("job_id")["t_s"].shift(-1)
-    nxt_event = events.groupby("job_id")["event"].shift(-1)
-    mask = events["event"].isin(END_EVENTS)
-    ends = events[mask]
-    preempt = (ends["event"] == "preempt").to_numpy()
+    rows, end_s, lost_s = _releases(events, horizon_s, job_codes(events["job_id"]) if job is None else job)
+    return events.iloc[rows].assign(t_s=end_s, lost_s=lost_s)
+
+
+def _releases(events: pd.DataFrame, horizon_s: float, job: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``released`` as arrays: positions of the rows, their ends and their lost seconds."""
+    event, t = events["event"].to_numpy(), events["t_s"].to_numpy()
+    rows = np.flatnonzero(events["event"].isin(END_EVENTS).to_numpy())
+    end_s, lost_s = t[rows], events["lost_s"].to_numpy()[rows]
+    preempt = event[rows] == "preempt"
     if not preempt.any():
-        return ends
-    release = np.where(nxt_event[mask].isin(["requeue", "kill"]), nxt[mask], horizon_s)
-    end_s = np.where(preempt, release, ends["t_s"].to_numpy())
-    return ends.assign(t_s=end_s, lost_s=ends["lost_s"].to_numpy() + (end_s - ends["t_s"].to_numpy()))
+        return rows, end_s, lost_s
+    nxt = next_row(job)[rows]
+    nxt_event = _take(event, nxt, "")
+    release = np.where((nxt_event == "requeue") | (nxt_event == "kill"), _take(t, nxt, np.nan), horizon_s)
+    end_s = np.where(preempt, release, end_s)
+    return rows, end_s, lost_s + (end_s - t[rows])
 
 
 def job_table(events: pd.DataFrame, trace: pd.DataFrame, horizon_s: float,
@@ -84,42 +175,71 @@ def job_table(events: pd.DataFrame, trace: pd.DataFrame, horizon_s: float,
     count their wait so far; a killed session's time away before its resubmission is not queued.
     ``att`` is ``attempts(events, horizon_s)`` when the caller has it already."""
     submitted = trace[trace["submit_s"] < horizon_s]
-    att = (attempts(events, horizon_s) if att is None else att).assign()
-    att["ran_s"] = att["end_s"] - att["start_s"]
-    per_attempt = att.groupby("job_id").agg(
-        first_start_s=("start_s", "min"), attempts=("start_s", "size"), ran_s=("ran_s", "sum"),
-        lost_s=("lost_s", "sum"), overhead_s=("overhead_s", "sum"))
-    counts = events.pivot_table(index="job_id", columns="event", values="t_s", aggfunc="size", fill_value=0)
-    marks = events[events["event"].isin([*TERMINAL, "resubmit"])].drop_duplicates("job_id", keep="last")
-    last = marks[marks["event"] != "resubmit"].set_index("job_id")  # a resubmission reopens a job
-    out = submitted[["job_id", "submit_s", "user", "project", "kind", "gpus", "util"]].set_index("job_id")
-    out = out.join(per_attempt)
-    out["attempts"] = out["attempts"].fillna(0).astype(int)
-    for col in ("ran_s", "lost_s", "overhead_s"):
-        out[col] = out[col].fillna(0.0)
+    job = job_codes(events["job_id"], submitted["job_id"])
+    att = attempts(events, horizon_s, job) if att is None else att
+    return _job_table(events, submitted, job, att, horizon_s)
+
+
+def _job_table(events: pd.DataFrame, submitted: pd.DataFrame, job: np.ndarray, att: pd.DataFrame,
+               horizon_s: float) -> pd.DataFrame:
+    """``job_table`` given the jobs submitted before the horizon and ``job_codes`` of the log's
+    rows over their ids."""
+    n_jobs = len(submitted)
+    event, t = events["event"].to_numpy(), events["t_s"].to_numpy()
+    att_job = job[event == "start"]
+    out = submitted[["job_id", "submit_s", "user", "project", "kind", "gpus", "util"]].reset_index(drop=True)
+    out = out.join(_attempt_totals(att, att_job, n_jobs))
     for ev in ("preempt", "fail", "kill", "resubmit"):
-        out[f"{ev}s"] = counts[ev].reindex(out.index).fillna(0).astype(int) if ev in counts else 0
-    out["end_s"] = last["t_s"].reindex(out.index)
-    out["state"] = last["event"].reindex(out.index).map(TERMINAL)
-    running = out["state"].isna() & (out["attempts"] > 0) & _running_at_end(att, out.index)
-    out["state"] = out["state"].fillna(pd.Series(np.where(running, "running", "queued"), index=out.index))
+        out[f"{ev}s"] = _count(job[event == ev], n_jobs)
+    last = _last_row(job, np.isin(event, [*TERMINAL, "resubmit"]), n_jobs)
+    last_event = _take(event, last, "")
+    ended = (last >= 0) & (last_event != "resubmit")  # a resubmission reopens a job
+    out["end_s"] = np.where(ended, _take(t, last, np.nan), np.nan)
+    open_attempt = _take(att["ended_by"].to_numpy(object), _last_row(att_job, True, n_jobs), "") == "running"
+    state = np.where(open_attempt & (out["attempts"].to_numpy() > 0), "running", "queued").astype(object)
+    for ev, name in TERMINAL.items():
+        state[ended & (last_event == ev)] = name
+    out["state"] = state
     stop = out["end_s"].fillna(horizon_s)
     out["wait_s"] = out["first_start_s"].fillna(stop) - out["submit_s"]
-    out["queued_s"] = stop - out["submit_s"] - out["ran_s"] - _away_s(events).reindex(out.index).fillna(0.0)
-    return out.reset_index()
+    out["queued_s"] = stop - out["submit_s"] - out["ran_s"] - _away_s(events, job, n_jobs)
+    return out
 
 
-def _away_s(events: pd.DataFrame) -> pd.Series:
-    """Per job: seconds between each kill and the resubmission that followed it."""
-    rows = events[events["event"].isin(["kill", "resubmit"])]
-    back = (rows["event"] == "resubmit").to_numpy()
-    gap = rows["t_s"] - rows.groupby("job_id")["t_s"].shift(1)
-    return gap[back].groupby(rows["job_id"][back]).sum()
+def _attempt_totals(att: pd.DataFrame, att_job: np.ndarray, n_jobs: int) -> pd.DataFrame:
+    """Per job (table row): first start, attempts, and seconds run, lost and paid as overhead (0
+    without attempts). Summed by pandas on the codes, so that sums are its (compensated) sums."""
+    mine = _per_job(att_job, n_jobs)
+    rows = pd.DataFrame({"first_start_s": att["start_s"].to_numpy()[mine],
+                         "ran_s": (att["end_s"] - att["start_s"]).to_numpy()[mine],
+                         "lost_s": att["lost_s"].to_numpy()[mine], "overhead_s": att["overhead_s"].to_numpy()[mine]})
+    totals = rows.groupby(att_job[mine]).agg({"first_start_s": "min", "ran_s": "sum", "lost_s": "sum",
+                                              "overhead_s": "sum"}).reindex(range(n_jobs))
+    totals.insert(1, "attempts", _count(att_job, n_jobs))
+    return totals.fillna({"ran_s": 0.0, "lost_s": 0.0, "overhead_s": 0.0})
 
 
-def _running_at_end(att: pd.DataFrame, index: pd.Index) -> pd.Series:
-    open_attempt = att.groupby("job_id")["ended_by"].last() == "running"
-    return open_attempt.reindex(index).fillna(False).astype(bool)
+def _count(codes: np.ndarray, n_jobs: int) -> np.ndarray:
+    """Rows per job (table row)."""
+    return np.bincount(codes[_per_job(codes, n_jobs)], minlength=n_jobs)
+
+
+def _last_row(codes: np.ndarray, mask: np.ndarray | bool, n_jobs: int) -> np.ndarray:
+    """Per job (table row): the last of the rows in ``mask`` with its code, -1 if none."""
+    rows = np.flatnonzero(mask & _per_job(codes, n_jobs))
+    last = np.full(n_jobs, -1)
+    np.maximum.at(last, codes[rows], rows)
+    return last
+
+
+def _away_s(events: pd.DataFrame, job: np.ndarray, n_jobs: int) -> np.ndarray:
+    """Per job (table row): seconds between each kill and the resubmission that followed it."""
+    rows = np.flatnonzero(events["event"].isin(["kill", "resubmit"]).to_numpy())
+    t, code = events["t_s"].to_numpy()[rows], job[rows]
+    before = previous_row(code)
+    back = (events["event"].to_numpy()[rows] == "resubmit") & (before >= 0) & _per_job(code, n_jobs)
+    gap = pd.Series(t[back] - t[before[back]])
+    return gap.groupby(code[back]).sum().reindex(range(n_jobs), fill_value=0.0).to_numpy()
 
 
 def clipped(start: np.ndarray, end: np.ndarray, window: Window) -> np.ndarray:
@@ -148,9 +268,15 @@ def demand_steps(jobs: pd.DataFrame, n_nodes: int, gpus_per_node: int,
 
     A job wants its held GPUs from submit until it finishes or is withdrawn."""
     funded = jobs[jobs["leaf"] >= 0]
-    held = np.array([held_gpus(int(g), gpus_per_node) for g in funded["gpus"]], dtype=float)
+    held = held_of(funded["gpus"].to_numpy(), gpus_per_node).astype(float)
     stop = funded["end_s"].fillna(window.t1).to_numpy()
     return interval_steps(funded["submit_s"].to_numpy(), stop, held, funded["leaf"].to_numpy(int), n_nodes)
+
+
+def held_of(gpus: np.ndarray, gpus_per_node: int) -> np.ndarray:
+    """``cluster.held_gpus`` of each job: multi-node gangs hold whole nodes."""
+    gpus = np.asarray(gpus, dtype=np.int64)
+    return np.where(gpus > gpus_per_node, -(-gpus // gpus_per_node) * gpus_per_node, gpus)
 
 
 def interval_steps(start: np.ndarray, end: np.ndarray, weight: np.ndarray, group: np.ndarray | None = None,
@@ -190,15 +316,15 @@ def owed_steps(events: pd.DataFrame, jobs: pd.DataFrame, tree: BudgetTree, windo
     return times, a, tree.owed_rates(a, d)
 
 
-def owed_and_delivered(events: pd.DataFrame, jobs: pd.DataFrame, att: pd.DataFrame, held_s: np.ndarray,
+def owed_and_delivered(events: pd.DataFrame, jobs: pd.DataFrame, att_leaf: np.ndarray, held_s: np.ndarray,
                        tree: BudgetTree, window: Window, gpus_per_node: int) -> pd.DataFrame:
     """Per budget node: entitlement, owed and delivered GPU-seconds over the window, and impact:
     over the leaves beneath a node (the node itself if a leaf), delivered up to owed over owed
-    (1 where nothing was owed), so the root's impact is the headline one. ``held_s`` is per attempt."""
+    (1 where nothing was owed), so the root's impact is the headline one. ``att_leaf`` (the
+    leaf charged, -1 unallocated) and ``held_s`` are per attempt."""
     times, a, rates = owed_steps(events, jobs, tree, window, gpus_per_node)
     dur = clipped(times, np.append(times[1:], np.inf), window)
     owed = (rates * dur[:, None]).sum(axis=0)
-    att_leaf = att["job_id"].map(jobs.set_index("job_id")["leaf"]).to_numpy(int)
     funded = att_leaf >= 0
     per_leaf = np.bincount(att_leaf[funded], weights=held_s[funded], minlength=tree.size)
     delivered = tree.subtree_sum(per_leaf)
@@ -282,45 +408,58 @@ def jain(x: np.ndarray) -> float:
 
 
 def summarise(events: pd.DataFrame, trace: pd.DataFrame, tree: BudgetTree, window: Window,
-              gpus_per_node: int, horizon_s: float) -> tuple[dict[str, object], pd.DataFrame, pd.DataFrame]:
-    """The run's headline metrics, its per-job table and its per-budget-node table."""
-    att = attempts(events, horizon_s)
-    table = job_table(events, trace, horizon_s, att)
+              gpus_per_node: int, horizon_s: float, att: pd.DataFrame | None = None,
+              down: pd.DataFrame | None = None) -> tuple[dict[str, object], pd.DataFrame, pd.DataFrame]:
+    """The run's headline metrics, its per-job table and its per-budget-node table. ``att`` and
+    ``down`` are ``attempts(events, horizon_s)`` and ``down_intervals(events, horizon_s)`` when
+    the caller has them already.
+
+    Jobs are integer codes throughout (``job_codes``: rows of the per-job table), so that joins
+    and groupings by job are array lookups rather than searches of string ids."""
+    submitted = trace[trace["submit_s"] < horizon_s]
+    job = job_codes(events["job_id"], submitted["job_id"])
+    att = attempts(events, horizon_s, job) if att is None else att
+    down = down_intervals(events, horizon_s) if down is None else down
+    table = _job_table(events, submitted, job, att, horizon_s)
     table["leaf"] = tree.leaves_for(table["project"], table["user"])  # -1: unallocated
+    keys = Keys(job, job[(events["event"] == "start").to_numpy()], table["kind"].to_numpy(object))
+    att_leaf = table["leaf"].to_numpy(int)[keys.att_job]
     healthy = healthy_gpu_s(events, window, gpus_per_node)
-    held_s = held_gpu_s(att, down_intervals(events, horizon_s), window, gpus_per_node)
-    funded = att["job_id"].map(table.set_index("job_id")["leaf"]).to_numpy(int) >= 0
-    budget = owed_and_delivered(events, table, att, held_s, tree, window, gpus_per_node)
+    held_s = held_gpu_s(att, down, window, gpus_per_node)
+    funded = att_leaf >= 0
+    budget = owed_and_delivered(events, table, att_leaf, held_s, tree, window, gpus_per_node)
     leaves = budget[budget["leaf"]]
     owed = leaves["owed_gpu_s"].to_numpy()
     got = np.minimum(leaves["delivered_gpu_s"].to_numpy(), owed)
     waits, by_size = wait_stats(table, window)
-    preempts = events[(events["event"] == "preempt") & (events["t_s"] >= window.t0) & (events["t_s"] < window.t1)]
+    preempts = _in_window(events, window) & (events["event"] == "preempt").to_numpy()
     entitled = leaves["entitled_gpu_s"].sum()
     strict = _ratio(np.minimum(leaves["delivered_gpu_s"], leaves["entitled_gpu_s"]).sum(), entitled)
+    resubmitted = _resubmitted(events, job)
     summary = {
         "jobs": len(table),
         "availability": _ratio(healthy, window.capacity * window.span_s),
         "occupancy": _ratio(held_s.sum(), healthy),
         "occupancy_funded": _ratio(held_s[funded].sum(), healthy),
         "occupancy_unallocated": _ratio(held_s[~funded].sum(), healthy),
-        "utilization": _ratio(_useful_gpu_s(att, table, window), healthy),
+        "utilization": _ratio(_useful_gpu_s(att, table, keys.att_job, window), healthy),
         "impact": float(budget["impact"].iloc[ROOT]),  # the root row: one definition of impact
         "impact_strict": float(strict),
         "unallocated_share": _ratio(held_s[~funded].sum(), held_s.sum()),
-        "preemptions": len(preempts),
+        "preemptions": int(preempts.sum()),
         "lost_gpu_hours": lost_to(att, "preempt", window) / 3600.0,
         "jain": jain(got[owed > 0] / owed[owed > 0]),
         "requested_ratio": _requested_ratio(table, window, gpus_per_node),
         "withdrawn": int((table["state"] == "withdrawn").sum()),
         **backlog(events, window),
-        **session_summary(events, att, table, window),
-        **health_summary(events, att, window, horizon_s),
+        **session_summary(events, keys, att, resubmitted, window),
+        **health_summary(events, att, window, horizon_s, down),
         "preemptions_by_kind": {str(k): int(n) for k, n in
-                                preempts["job_id"].map(table.set_index("job_id")["kind"]).value_counts().sort_index().items()},
+                                pd.Series(keys.kind[job[preempts]]).value_counts().sort_index().items()},
         "wait_s": waits,
         "wait_by_size_s": by_size,
-        "by_kind": {row.pop("kind"): row for row in by_kind(events, att, table, held_s, window).to_dict("records")},
+        "by_kind": {row.pop("kind"): row for row in
+                    by_kind(events, keys, att, table, held_s, resubmitted, window).to_dict("records")},
         "queued_s": wait_stats(table, window, "queued_s")[0],
     }
     return {k: (float(v) if isinstance(v, np.floating) else v) for k, v in summary.items()}, table, budget
@@ -333,19 +472,19 @@ def _ratio(part: float, whole: float) -> float:
     return float(part / whole) if whole else math.nan
 
 
-def _useful_gpu_s(att: pd.DataFrame, table: pd.DataFrame, window: Window) -> float:
-    """GPU-seconds of real progress: no restart overhead, no lost work, scaled by util."""
-    info = table.set_index("job_id")
-    util = att["job_id"].map(info["util"])
-    gpus = att["job_id"].map(info["gpus"]).to_numpy()
+def _useful_gpu_s(att: pd.DataFrame, table: pd.DataFrame, att_job: np.ndarray, window: Window) -> float:
+    """GPU-seconds of real progress: no restart overhead, no lost work, scaled by util (the
+    requested GPUs and util of each attempt's job, ``att_job`` its row in ``table``)."""
+    util = table["util"].to_numpy()[att_job]
+    gpus = table["gpus"].to_numpy()[att_job]
     start = att["start_s"].to_numpy() + att["overhead_s"].to_numpy()
     end = att["end_s"].to_numpy() - att["lost_s"].to_numpy()
-    return float((clipped(start, end, window) * gpus * util.to_numpy()).sum())
+    return float((clipped(start, end, window) * gpus * util).sum())
 
 
 def _requested_ratio(table: pd.DataFrame, window: Window, gpus_per_node: int) -> float:
     """Time-averaged GPUs wanted by queued + running jobs / capacity (policy-dependent)."""
-    held = np.array([held_gpus(int(g), gpus_per_node) for g in table["gpus"]], dtype=float)
+    held = held_of(table["gpus"].to_numpy(), gpus_per_node).astype(float)
     start = table["submit_s"].to_numpy()
     stop = table["end_s"].fillna(window.t1).to_numpy()
     return float((held * clipped(start, stop, window)).sum() / (window.capacity * window.span_s))
@@ -357,73 +496,93 @@ def in_window(rows: pd.DataFrame, window: Window) -> pd.DataFrame:
     return rows[(rows["t_s"] >= window.t0) & (rows["t_s"] < window.t1)]
 
 
-def session_summary(events: pd.DataFrame, att: pd.DataFrame, table: pd.DataFrame,
+def session_summary(events: pd.DataFrame, keys: Keys, att: pd.DataFrame, resubmitted: np.ndarray,
                     window: Window) -> dict[str, object]:
     """Interactive sessions in the window: kills (count, and share of the sessions that ran),
     GPU-hours lost to their preemptions and cut by kills never resubmitted, and the wait after
-    a resubmission."""
-    kind = table.set_index("job_id")["kind"]
-    session_att = att[att["job_id"].map(kind).to_numpy() == SESSION]
-    ran = session_att.loc[(session_att["end_s"] > window.t0) & (session_att["start_s"] < window.t1), "job_id"]
-    kills = in_window(events[events["event"] == "kill"], window)
+    a resubmission (``resubmitted``: ``_resubmitted(events, keys.job)``)."""
+    session = keys.att_kind == SESSION
+    inside = _in_window(events, window)
+    kills = inside & (events["event"] == "kill").to_numpy()
     return {
-        "sessions_killed": len(kills),
-        "sessions_killed_share": _ratio(kills["job_id"].nunique(), ran.nunique()),
-        "session_lost_gpu_hours": lost_to(session_att, "preempt", window) / 3600.0,
-        "session_cut_gpu_hours": cut_gpu_s(events, kills) / 3600.0,
-        "resubmits": len(in_window(events[events["event"] == "resubmit"], window)),
-        "resubmit_wait_s": percentiles(resubmit_waits(events, window)),
+        "sessions_killed": int(kills.sum()),
+        "sessions_killed_share": _ratio(_distinct(keys.job[kills]),
+                                        _distinct(keys.att_job[session & _ran_in(att, window)])),
+        "session_lost_gpu_hours": float(_lost_gpu_s(att, "preempt", window)[session].sum()) / 3600.0,
+        "session_cut_gpu_hours": cut_gpu_s(events, kills, resubmitted) / 3600.0,
+        "resubmits": int((inside & (events["event"] == "resubmit").to_numpy()).sum()),
+        "resubmit_wait_s": percentiles(resubmit_waits(events, window, keys.job)),
     }
 
 
-def cut_gpu_s(events: pd.DataFrame, kills: pd.DataFrame) -> float:
-    """GPU-seconds of session time cut by ``kills`` (rows of the log) and never had: the
-    sessions their users did not submit again."""
-    return float((kills["gpus"] * kills["lost_s"])[~_resubmitted(events, kills)].sum())
+def _in_window(events: pd.DataFrame, window: Window) -> np.ndarray:
+    """Rows of the log inside the window."""
+    t = events["t_s"].to_numpy()
+    return (t >= window.t0) & (t < window.t1)
 
 
-def _resubmitted(events: pd.DataFrame, kills: pd.DataFrame) -> np.ndarray:
-    """For each kill row, whether its session was submitted again later (before the end)."""
-    rows = events[events["event"].isin(["kill", "resubmit"])]
-    following = rows.groupby("job_id")["event"].shift(-1) == "resubmit"
-    return following.reindex(kills.index).fillna(False).to_numpy(bool)
+def _ran_in(att: pd.DataFrame, window: Window) -> np.ndarray:
+    """Attempts that ran some time inside the window."""
+    return ((att["end_s"] > window.t0) & (att["start_s"] < window.t1)).to_numpy()
 
 
-def resubmit_waits(events: pd.DataFrame, window: Window) -> pd.Series:
+def _distinct(codes: np.ndarray) -> int:
+    """How many different jobs."""
+    return len(np.unique(codes))
+
+
+def cut_gpu_s(events: pd.DataFrame, kills: np.ndarray, resubmitted: np.ndarray) -> float:
+    """GPU-seconds of session time cut by the kills (``kills``: a mask of the log's rows) and
+    never had: the sessions their users did not submit again (``resubmitted``, per row)."""
+    cut = kills & ~resubmitted
+    return float((events["gpus"].to_numpy()[cut] * events["lost_s"].to_numpy()[cut]).sum())
+
+
+def _resubmitted(events: pd.DataFrame, job: np.ndarray) -> np.ndarray:
+    """Per row of the log: a kill whose session was submitted again later (before the end)."""
+    rows = np.flatnonzero(events["event"].isin(["kill", "resubmit"]).to_numpy())
+    following = _take(events["event"].to_numpy()[rows], next_row(job[rows]), "") == "resubmit"
+    out = np.zeros(len(events), bool)
+    out[rows] = following
+    return out
+
+
+def resubmit_waits(events: pd.DataFrame, window: Window, job: np.ndarray | None = None) -> pd.Series:
     """Seconds from each resubmission in the window to the session's next start (or its
-    withdrawal, or the end of the run)."""
-    rows = events[events["event"].isin(["resubmit", "start", "withdraw"])]
-    nxt = rows.groupby("job_id")["t_s"].shift(-1).fillna(window.t1)
+    withdrawal, or the end of the run). ``job`` is ``job_codes`` of the log's rows."""
+    job = job_codes(events["job_id"]) if job is None else job
+    mask = events["event"].isin(["resubmit", "start", "withdraw"]).to_numpy()
+    rows = events[mask]
+    nxt = pd.Series(_take(rows["t_s"].to_numpy(), next_row(job[mask]), window.t1), index=rows.index)
     back = (rows["event"] == "resubmit") & (rows["t_s"] >= window.t0) & (rows["t_s"] < window.t1)
     return (nxt - rows["t_s"])[back]
 
 
-def by_kind(events: pd.DataFrame, att: pd.DataFrame, table: pd.DataFrame, held_s: np.ndarray,
-            window: Window) -> pd.DataFrame:
+def by_kind(events: pd.DataFrame, keys: Keys, att: pd.DataFrame, table: pd.DataFrame, held_s: np.ndarray,
+            resubmitted: np.ndarray, window: Window) -> pd.DataFrame:
     """One row per kind of job: jobs submitted in the window and how they ended, preemptions and
     kills in the window (counts, and shares of the jobs that ran in it), GPU-hours held, lost to
     preemption and cut by kills, and first-start and queued waits."""
-    kind = table.set_index("job_id")["kind"]
-    att_kind = att["job_id"].map(kind).to_numpy()
-    ran = att[(att["end_s"] > window.t0) & (att["start_s"] < window.t1)]
-    ev = in_window(events[events["event"].isin(["preempt", "kill"])], window)
-    ev = ev.assign(kind=ev["job_id"].map(kind).to_numpy())
-    inside = submitted_in(table, window)
+    ran = _ran_in(att, window)
+    lost = _lost_gpu_s(att, "preempt", window)
+    event = events["event"].to_numpy()
+    inside = _in_window(events, window)
+    preempts, kills = inside & (event == "preempt"), inside & (event == "kill")
+    table_inside = submitted_in(table, window)
     rows = []
-    for k in sorted(kind.unique()):
-        mine, hits = inside[inside["kind"] == k], ev[ev["kind"] == k]
-        ran_jobs = ran.loc[ran["job_id"].map(kind).to_numpy() == k, "job_id"].nunique()
-        kills = hits[hits["event"] == "kill"]
+    for k in sorted(set(keys.kind)):
+        mine, of_kind = table_inside[table_inside["kind"] == k], keys.row_kind == k
+        ran_jobs = _distinct(keys.att_job[ran & (keys.att_kind == k)])
         waits, queued = percentiles(mine["wait_s"]), percentiles(mine["queued_s"])
         rows.append({
             "kind": k, "jobs": len(mine), "finished": int((mine["state"] == "finished").sum()),
             "withdrawn": int((mine["state"] == "withdrawn").sum()), "ran": ran_jobs,
-            "preemptions": int((hits["event"] == "preempt").sum()),
-            "preempted_share": _ratio(hits.loc[hits["event"] == "preempt", "job_id"].nunique(), ran_jobs),
-            "killed": len(kills), "killed_share": _ratio(kills["job_id"].nunique(), ran_jobs),
-            "gpu_hours": float(held_s[att_kind == k].sum()) / 3600.0,
-            "lost_gpu_hours": lost_to(att[att_kind == k], "preempt", window) / 3600.0,
-            "cut_gpu_hours": cut_gpu_s(events, kills) / 3600.0,
+            "preemptions": int((preempts & of_kind).sum()),
+            "preempted_share": _ratio(_distinct(keys.job[preempts & of_kind]), ran_jobs),
+            "killed": int((kills & of_kind).sum()), "killed_share": _ratio(_distinct(keys.job[kills & of_kind]), ran_jobs),
+            "gpu_hours": float(held_s[keys.att_kind == k].sum()) / 3600.0,
+            "lost_gpu_hours": float(lost[keys.att_kind == k].sum()) / 3600.0,
+            "cut_gpu_hours": cut_gpu_s(events, kills & of_kind, resubmitted) / 3600.0,
             "wait_p50_s": waits["p50"], "wait_p90_s": waits["p90"], "queued_p90_s": queued["p90"],
         })
     return pd.DataFrame(rows, columns=KIND_COLUMNS)
@@ -474,9 +633,11 @@ def down_overlaps(att: pd.DataFrame, down: pd.DataFrame, gpus_per_node: int) -> 
                          "end_s": np.maximum(start, end), "gpus": pairs["share"].to_numpy(dtype=float)})
 
 
-def health_summary(events: pd.DataFrame, att: pd.DataFrame, window: Window, horizon_s: float) -> dict[str, object]:
-    """Failures, repairs by kind, jobs hit and GPU-hours lost to failures, inside the window."""
-    down = down_intervals(events, horizon_s)
+def health_summary(events: pd.DataFrame, att: pd.DataFrame, window: Window, horizon_s: float,
+                   down: pd.DataFrame | None = None) -> dict[str, object]:
+    """Failures, repairs by kind, jobs hit and GPU-hours lost to failures, inside the window
+    (``down``: ``down_intervals(events, horizon_s)`` when the caller has it)."""
+    down = down_intervals(events, horizon_s) if down is None else down
     began = down[(down["down_s"] >= window.t0) & (down["down_s"] < window.t1)]
     done = down[(down["up_s"] >= window.t0) & (down["up_s"] < window.t1) & (down["repair"] != "open")]
     fails = events[(events["event"] == "fail") & (events["t_s"] >= window.t0) & (events["t_s"] < window.t1)]
@@ -492,11 +653,16 @@ def health_summary(events: pd.DataFrame, att: pd.DataFrame, window: Window, hori
 def lost_to(att: pd.DataFrame, cause: str, window: Window) -> float:
     """GPU-seconds lost to one cause: progress lost by attempts it ended, and the restart
     overhead paid by the attempts that followed them."""
+    return float(_lost_gpu_s(att, cause, window).sum())
+
+
+def _lost_gpu_s(att: pd.DataFrame, cause: str, window: Window) -> np.ndarray:
+    """``lost_to`` per attempt."""
     start, end = att["start_s"].to_numpy(), att["end_s"].to_numpy()
     lost = np.where(att["ended_by"] == cause, att["lost_s"].to_numpy(), 0.0)
     overhead = np.where(att["restart_after"] == cause, np.minimum(att["overhead_s"].to_numpy(), end - start), 0.0)
     seconds = clipped(end - lost, end, window) + clipped(start, start + overhead, window)
-    return float((seconds * att["gpus"].to_numpy()).sum())
+    return seconds * att["gpus"].to_numpy()
 
 
 def health_series(events: pd.DataFrame, capacity: int, gpus_per_node: int, horizon_s: float,

@@ -74,7 +74,7 @@ class SimResult:
     @cached_property
     def _derived(self) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
         derived = summarise(self.events, self.trace, self.tree, self.window, self.config.gpus_per_node,
-                            self.config.horizon_s)
+                            self.config.horizon_s, att=self._attempts, down=self._down)
         head = derived[0]
         if head["backlog_growing"]:
             log.warning("%s: the queue grew through the whole reporting window (%d queued jobs at its start, %d at "
