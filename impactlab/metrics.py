@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -56,21 +55,11 @@ def job_codes(job_ids: pd.Series, known: pd.Series | None = None) -> np.ndarray:
 @dataclass(frozen=True)
 class Keys:
     """Jobs as rows of the per-job table (``job_codes`` over its ids): of each row of the log and
-    of each attempt, with the kind of each job."""
+    of each attempt, and the kind of each job."""
 
     job: np.ndarray
     att_job: np.ndarray
     kind: np.ndarray
-
-    @cached_property
-    def att_kind(self) -> np.ndarray:
-        """The kind of each attempt's job."""
-        return self.kind[self.att_job]
-
-    @cached_property
-    def row_kind(self) -> np.ndarray:
-        """The kind of each log row's job ("" for rows of no job: node events)."""
-        return _take(self.kind, np.where(self.job < len(self.kind), self.job, -1), "")
 
 
 def _grouped(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -108,6 +97,13 @@ def previous_row(codes: np.ndarray) -> np.ndarray:
     return out
 
 
+def nth_match(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """For each row of ``left`` (codes), the row of ``right`` with the same code and as many
+    earlier rows of that code (the k-th with the k-th), -1 if none."""
+    width = max(len(left), len(right)) + 1  # more rows than any code has: one key per (code, k)
+    return pd.Index(right * width + cumcount(right)).get_indexer(left * width + cumcount(left))
+
+
 def _take(values: np.ndarray, at: np.ndarray, fill: object) -> np.ndarray:
     """``values[at]``, ``fill`` where ``at`` is -1."""
     out = np.full(len(at), fill, dtype=values.dtype)
@@ -132,13 +128,11 @@ def attempts(events: pd.DataFrame, horizon_s: float, job: np.ndarray | None = No
     job = job_codes(events["job_id"]) if job is None else job
     starts = np.flatnonzero((events["event"] == "start").to_numpy())
     ends, end_s, lost_s = _releases(events, horizon_s, job)
-    start_job, end_job = job[starts], job[ends]
-    n = cumcount(start_job)
-    width = len(starts) + 1  # more than any job's attempts
-    match = pd.Index(end_job * width + cumcount(end_job)).get_indexer(start_job * width + n)
+    start_job = job[starts]
+    match = nth_match(start_job, job[ends])
     ended_by = _take(events["event"].to_numpy()[ends], match, "running")
     return pd.DataFrame({
-        "job_id": events["job_id"].to_numpy()[starts], "n": n, "gpus": events["gpus"].to_numpy()[starts],
+        "job_id": events["job_id"].to_numpy()[starts], "n": cumcount(start_job), "gpus": events["gpus"].to_numpy()[starts],
         "nodes": events["nodes"].to_numpy()[starts], "start_s": events["t_s"].to_numpy()[starts],
         "overhead_s": events["overhead_s"].to_numpy()[starts], "end_s": _take(end_s, match, horizon_s),
         "ended_by": ended_by, "lost_s": _take(lost_s, match, 0.0),
@@ -374,15 +368,25 @@ def wait_stats(table: pd.DataFrame, window: Window,
 
 def submitted_in(table: pd.DataFrame, window: Window) -> pd.DataFrame:
     """Rows of the per-job table submitted in the reporting window (whose waits are reported)."""
-    return table[(table["submit_s"] >= window.t0) & (table["submit_s"] < window.t1)]
+    return table[_submitted_in(table, window)]
+
+
+def _submitted_in(table: pd.DataFrame, window: Window) -> np.ndarray:
+    """``submitted_in`` as a mask."""
+    submit = table["submit_s"].to_numpy()
+    return (submit >= window.t0) & (submit < window.t1)
 
 
 def queue_lengths(events: pd.DataFrame, at_s: np.ndarray) -> np.ndarray:
     """Queued jobs (submitted or requeued, not yet started or withdrawn) just after each time
     ``at_s`` (events at that very time counted)."""
-    moves = events[events["event"].isin(list(QUEUE_DELTA))]
-    level = np.cumsum(moves["event"].map(QUEUE_DELTA).to_numpy(int))
-    seen = np.searchsorted(moves["t_s"].to_numpy(float), at_s, side="right")  # the log is in time order
+    event = events["event"].to_numpy()
+    delta = np.zeros(len(event), int)
+    for name, step in QUEUE_DELTA.items():
+        delta[event == name] = step
+    moves = delta != 0
+    level = np.cumsum(delta[moves])
+    seen = np.searchsorted(events["t_s"].to_numpy(float)[moves], at_s, side="right")  # the log is in time order
     return np.where(seen > 0, level[np.maximum(seen - 1, 0)] if len(level) else 0, 0)
 
 
@@ -432,6 +436,7 @@ def summarise(events: pd.DataFrame, trace: pd.DataFrame, tree: BudgetTree, windo
     owed = leaves["owed_gpu_s"].to_numpy()
     got = np.minimum(leaves["delivered_gpu_s"].to_numpy(), owed)
     waits, by_size = wait_stats(table, window)
+    queued = wait_stats(table, window, "queued_s")[0]
     preempts = _in_window(events, window) & (events["event"] == "preempt").to_numpy()
     entitled = leaves["entitled_gpu_s"].sum()
     strict = _ratio(np.minimum(leaves["delivered_gpu_s"], leaves["entitled_gpu_s"]).sum(), entitled)
@@ -459,8 +464,8 @@ def summarise(events: pd.DataFrame, trace: pd.DataFrame, tree: BudgetTree, windo
         "wait_s": waits,
         "wait_by_size_s": by_size,
         "by_kind": {row.pop("kind"): row for row in
-                    by_kind(events, keys, att, table, held_s, resubmitted, window).to_dict("records")},
-        "queued_s": wait_stats(table, window, "queued_s")[0],
+                    by_kind(events, keys, att, table, held_s, resubmitted, window, waits, queued).to_dict("records")},
+        "queued_s": queued,
     }
     return {k: (float(v) if isinstance(v, np.floating) else v) for k, v in summary.items()}, table, budget
 
@@ -491,17 +496,12 @@ def _requested_ratio(table: pd.DataFrame, window: Window, gpus_per_node: int) ->
 
 
 # ----- sessions: kills and resubmissions -----------------------------------------------------
-def in_window(rows: pd.DataFrame, window: Window) -> pd.DataFrame:
-    """Event rows with ``t_s`` inside the window."""
-    return rows[(rows["t_s"] >= window.t0) & (rows["t_s"] < window.t1)]
-
-
 def session_summary(events: pd.DataFrame, keys: Keys, att: pd.DataFrame, resubmitted: np.ndarray,
                     window: Window) -> dict[str, object]:
     """Interactive sessions in the window: kills (count, and share of the sessions that ran),
     GPU-hours lost to their preemptions and cut by kills never resubmitted, and the wait after
     a resubmission (``resubmitted``: ``_resubmitted(events, keys.job)``)."""
-    session = keys.att_kind == SESSION
+    session = keys.kind[keys.att_job] == SESSION
     inside = _in_window(events, window)
     kills = inside & (events["event"] == "kill").to_numpy()
     return {
@@ -509,7 +509,7 @@ def session_summary(events: pd.DataFrame, keys: Keys, att: pd.DataFrame, resubmi
         "sessions_killed_share": _ratio(_distinct(keys.job[kills]),
                                         _distinct(keys.att_job[session & _ran_in(att, window)])),
         "session_lost_gpu_hours": float(_lost_gpu_s(att, "preempt", window)[session].sum()) / 3600.0,
-        "session_cut_gpu_hours": cut_gpu_s(events, kills, resubmitted) / 3600.0,
+        "session_cut_gpu_hours": cut_gpu_s(events, np.flatnonzero(kills), resubmitted) / 3600.0,
         "resubmits": int((inside & (events["event"] == "resubmit").to_numpy()).sum()),
         "resubmit_wait_s": percentiles(resubmit_waits(events, window, keys.job)),
     }
@@ -532,9 +532,9 @@ def _distinct(codes: np.ndarray) -> int:
 
 
 def cut_gpu_s(events: pd.DataFrame, kills: np.ndarray, resubmitted: np.ndarray) -> float:
-    """GPU-seconds of session time cut by the kills (``kills``: a mask of the log's rows) and
-    never had: the sessions their users did not submit again (``resubmitted``, per row)."""
-    cut = kills & ~resubmitted
+    """GPU-seconds of session time cut by the kills (``kills``: positions of rows of the log, in
+    order) and never had: the sessions their users did not submit again (``resubmitted``, per row)."""
+    cut = kills[~resubmitted[kills]]
     return float((events["gpus"].to_numpy()[cut] * events["lost_s"].to_numpy()[cut]).sum())
 
 
@@ -559,31 +559,37 @@ def resubmit_waits(events: pd.DataFrame, window: Window, job: np.ndarray | None 
 
 
 def by_kind(events: pd.DataFrame, keys: Keys, att: pd.DataFrame, table: pd.DataFrame, held_s: np.ndarray,
-            resubmitted: np.ndarray, window: Window) -> pd.DataFrame:
+            resubmitted: np.ndarray, window: Window, waits: dict | None = None,
+            queued: dict | None = None) -> pd.DataFrame:
     """One row per kind of job: jobs submitted in the window and how they ended, preemptions and
     kills in the window (counts, and shares of the jobs that ran in it), GPU-hours held, lost to
-    preemption and cut by kills, and first-start and queued waits."""
-    ran = _ran_in(att, window)
-    lost = _lost_gpu_s(att, "preempt", window)
+    preemption and cut by kills, and first-start and queued waits (``waits`` and ``queued``:
+    ``wait_stats`` by kind of ``wait_s`` and ``queued_s`` when the caller has them)."""
+    waits = wait_stats(table, window)[0] if waits is None else waits
+    queued = wait_stats(table, window, "queued_s")[0] if queued is None else queued
+    code, kinds = pd.factorize(keys.kind, sort=True)
+    att_code, ran, lost = code[keys.att_job], _ran_in(att, window), _lost_gpu_s(att, "preempt", window)
     event = events["event"].to_numpy()
-    inside = _in_window(events, window)
-    preempts, kills = inside & (event == "preempt"), inside & (event == "kill")
-    table_inside = submitted_in(table, window)
+    hit = np.flatnonzero(_in_window(events, window) & ((event == "preempt") | (event == "kill")))
+    hit_job, hit_event = keys.job[hit], event[hit]
+    hit_code = code[hit_job]
+    mine = _submitted_in(table, window)
+    state = table["state"].to_numpy(object)
+    none = percentiles(pd.Series([], dtype=float))
     rows = []
-    for k in sorted(set(keys.kind)):
-        mine, of_kind = table_inside[table_inside["kind"] == k], keys.row_kind == k
-        ran_jobs = _distinct(keys.att_job[ran & (keys.att_kind == k)])
-        waits, queued = percentiles(mine["wait_s"]), percentiles(mine["queued_s"])
+    for i, k in enumerate(kinds):
+        jobs, ran_jobs = mine & (code == i), _distinct(keys.att_job[ran & (att_code == i)])
+        preempts, kills = (hit_code == i) & (hit_event == "preempt"), (hit_code == i) & (hit_event == "kill")
         rows.append({
-            "kind": k, "jobs": len(mine), "finished": int((mine["state"] == "finished").sum()),
-            "withdrawn": int((mine["state"] == "withdrawn").sum()), "ran": ran_jobs,
-            "preemptions": int((preempts & of_kind).sum()),
-            "preempted_share": _ratio(_distinct(keys.job[preempts & of_kind]), ran_jobs),
-            "killed": int((kills & of_kind).sum()), "killed_share": _ratio(_distinct(keys.job[kills & of_kind]), ran_jobs),
-            "gpu_hours": float(held_s[keys.att_kind == k].sum()) / 3600.0,
-            "lost_gpu_hours": float(lost[keys.att_kind == k].sum()) / 3600.0,
-            "cut_gpu_hours": cut_gpu_s(events, kills & of_kind, resubmitted) / 3600.0,
-            "wait_p50_s": waits["p50"], "wait_p90_s": waits["p90"], "queued_p90_s": queued["p90"],
+            "kind": k, "jobs": int(jobs.sum()), "finished": int((jobs & (state == "finished")).sum()),
+            "withdrawn": int((jobs & (state == "withdrawn")).sum()), "ran": ran_jobs,
+            "preemptions": int(preempts.sum()), "preempted_share": _ratio(_distinct(hit_job[preempts]), ran_jobs),
+            "killed": int(kills.sum()), "killed_share": _ratio(_distinct(hit_job[kills]), ran_jobs),
+            "gpu_hours": float(held_s[att_code == i].sum()) / 3600.0,
+            "lost_gpu_hours": float(lost[att_code == i].sum()) / 3600.0,
+            "cut_gpu_hours": cut_gpu_s(events, hit[kills], resubmitted) / 3600.0,
+            "wait_p50_s": waits.get(k, none)["p50"], "wait_p90_s": waits.get(k, none)["p90"],
+            "queued_p90_s": queued.get(k, none)["p90"],
         })
     return pd.DataFrame(rows, columns=KIND_COLUMNS)
 
@@ -596,16 +602,13 @@ KIND_COLUMNS = ["kind", "jobs", "finished", "withdrawn", "ran", "preemptions", "
 # ----- availability: the node events ---------------------------------------------------------
 def down_intervals(events: pd.DataFrame, horizon_s: float) -> pd.DataFrame:
     """One row per failure: node, down_s, up_s (the horizon if still under repair), repair."""
-    nodes = events[events["event"].isin(["node_down", "node_up"])]
-    downs, ups = nodes[nodes["event"] == "node_down"], nodes[nodes["event"] == "node_up"]
-    left = pd.DataFrame({"node": downs["nodes"].astype(int).to_numpy(), "k": downs.groupby("nodes").cumcount().to_numpy(),
-                         "down_s": downs["t_s"].to_numpy()})
-    right = pd.DataFrame({"node": ups["nodes"].astype(int).to_numpy(), "k": ups.groupby("nodes").cumcount().to_numpy(),
-                          "up_s": ups["t_s"].to_numpy(), "repair": ups["detail"].str.removeprefix("repair=").to_numpy()})
-    out = left.merge(right, on=["node", "k"], how="left").drop(columns="k")
-    out["up_s"] = out["up_s"].fillna(horizon_s)
-    out["repair"] = out["repair"].fillna("open")
-    return out
+    event = events["event"].to_numpy()
+    downs, ups = events[event == "node_down"], events[event == "node_up"]
+    node = downs["nodes"].to_numpy().astype(int)
+    match = nth_match(node, ups["nodes"].to_numpy().astype(int))  # a node's k-th repair ends its k-th failure
+    repair = np.array([detail.removeprefix("repair=") for detail in ups["detail"]], dtype=object)
+    return pd.DataFrame({"node": node, "down_s": downs["t_s"].to_numpy(),
+                         "up_s": _take(ups["t_s"].to_numpy(), match, horizon_s), "repair": _take(repair, match, "open")})
 
 
 def held_gpu_s(att: pd.DataFrame, down: pd.DataFrame, window: Window, gpus_per_node: int) -> np.ndarray:
