@@ -131,10 +131,10 @@ def attempts(events: pd.DataFrame, horizon_s: float, job: np.ndarray | None = No
     start_job = job[starts]
     match = nth_match(start_job, job[ends])
     ended_by = _take(events["event"].to_numpy()[ends], match, "running")
+    at_start = {col: events[col].to_numpy()[starts] for col in ("job_id", "gpus", "nodes", "t_s", "overhead_s")}
     return pd.DataFrame({
-        "job_id": events["job_id"].to_numpy()[starts], "n": cumcount(start_job), "gpus": events["gpus"].to_numpy()[starts],
-        "nodes": events["nodes"].to_numpy()[starts], "start_s": events["t_s"].to_numpy()[starts],
-        "overhead_s": events["overhead_s"].to_numpy()[starts], "end_s": _take(end_s, match, horizon_s),
+        "job_id": at_start["job_id"], "n": cumcount(start_job), "gpus": at_start["gpus"], "nodes": at_start["nodes"],
+        "start_s": at_start["t_s"], "overhead_s": at_start["overhead_s"], "end_s": _take(end_s, match, horizon_s),
         "ended_by": ended_by, "lost_s": _take(lost_s, match, 0.0),
         "restart_after": _take(ended_by, previous_row(start_job), ""),  # what the overhead pays for
     })
@@ -608,7 +608,8 @@ def down_intervals(events: pd.DataFrame, horizon_s: float) -> pd.DataFrame:
     match = nth_match(node, ups["nodes"].to_numpy().astype(int))  # a node's k-th repair ends its k-th failure
     repair = np.array([detail.removeprefix("repair=") for detail in ups["detail"]], dtype=object)
     return pd.DataFrame({"node": node, "down_s": downs["t_s"].to_numpy(),
-                         "up_s": _take(ups["t_s"].to_numpy(), match, horizon_s), "repair": _take(repair, match, "open")})
+                         "up_s": _take(ups["t_s"].to_numpy(), match, horizon_s),
+                         "repair": _take(repair, match, "open")})
 
 
 def held_gpu_s(att: pd.DataFrame, down: pd.DataFrame, window: Window, gpus_per_node: int) -> np.ndarray:
