@@ -26,6 +26,8 @@ from typing import Any, Literal
 import altair as alt
 import pandas as pd
 
+from .tables import OWED_HOLDERS
+
 THEME = "impactlab"
 #: Width of a whole chart, in pixels: fits a notebook cell.
 WIDTH = 640
@@ -683,6 +685,34 @@ def gang_idle(results: Any) -> alt.FacetChart:
                       "that size was queued; lent GPUs could be taken back by preemption, idle ones",
                       "were free but too few, or not on whole nodes"]))
     )
+
+
+#: What held the GPUs short projects were owed (``tables.OWED_HOLDERS``), and its colour.
+OWED_COLORS = dict(zip(OWED_HOLDERS, ("#08519c", "#6baed6", TIER_COLORS["unallocated"], "#bdbdbd")))
+
+
+def owed_split(results: Any) -> alt.Chart:
+    """Per run: the owed GPU-hours that projects short of their owed rate did not have, stacked
+    by what held them at the time (``SimResult.owed_split``), as shares of the window's capacity."""
+    rs = as_results(results)
+    table = _table(rs, "owed_split")
+    parts = table[table["held_by"] != "all"]
+    color = alt.Color("held_by:N", title="the owed GPUs were held by",
+                      scale=alt.Scale(domain=list(OWED_COLORS), range=list(OWED_COLORS.values())),
+                      legend=alt.Legend(orient="bottom", columns=2, labelLimit=360))
+    tooltip = ["run:N", alt.Tooltip("held_by:N", title="held by"),
+               alt.Tooltip("share:Q", title="share of capacity", format=".3f"),
+               alt.Tooltip("gpu_hours:Q", title="GPU-hours", format=",.0f")]
+    return alt.Chart(parts).mark_bar().encode(
+        x=alt.X("sum(share):Q", title="share of the window's GPU-hours", stack=True),
+        y=alt.Y("run:N", title=None, sort=_runs(rs)),
+        color=color, order=alt.Order("order:Q"), tooltip=tooltip,
+    ).transform_calculate(order=f"indexof({list(OWED_COLORS)}, datum.held_by)").properties(
+        width=WIDTH - 40, height=alt.Step(22), title=alt.Title(
+            "Where the owed GPUs were",
+            subtitle=["At each instant, the GPUs a project short of its owed rate lacked, by what",
+                      "held them: impact's shortfall before a surplus at one time makes up for",
+                      "a shortfall at another"]))
 
 
 BLOCK_COLORS = {"largest free block": "#2ca02c", "largest free-or-lent block": "#fdae6b",

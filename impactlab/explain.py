@@ -256,6 +256,16 @@ class Protection:
         return isinstance(self.policy, Legacy) or (isinstance(self.policy, Impactful) and job.funded)
 
 
+def protection_ends(result: SimResult, records: Sequence[Job]) -> np.ndarray:
+    """When the contract of each attempt ends, per ``start`` row of the log in order (its start
+    where it had none), by the run's policy (``Protection``); ``records``: the run's job records."""
+    protection, jobs = Protection(result), {job.job_id: job for job in records}
+    starts = result.events[result.events["event"] == START]
+    return np.array([t + protection(jobs[j], tuple(int(n) for n in nodes.split(",")), detail)
+                     for t, j, nodes, detail in zip(starts["t_s"], starts["job_id"], starts["nodes"],
+                                                    starts["detail"])], dtype=float)
+
+
 # ----- the story -------------------------------------------------------------------------------
 def explain(result: SimResult, job_id: str, records: Sequence[Job] | None = None) -> Story:
     """The story of ``job_id`` in ``result``: its steps, each wait with its reasons

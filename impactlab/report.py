@@ -151,7 +151,8 @@ def result_sections(results: list[SimResult]) -> list[str]:
 
     metrics = pd.DataFrame({r.run: r.metrics() for r in results})
     table = metrics.loc[[m for m in HEADLINE if m in metrics.index]].map(_number).reset_index(names="metric")
-    figures = [charts.headline(results), charts.waits(results), charts.preemptions(results)]
+    figures = [charts.headline(results), charts.waits(results), charts.preemptions(results),
+               charts.owed_split(results)]
     configs = "".join(f"<details><summary>{html.escape(r.run)}: config and provenance</summary><pre>"
                       f"{html.escape(json.dumps({'config': r.config.to_dict(), 'provenance': r.provenance}, indent=2, default=str))}"
                       "</pre></details>" for r in results)

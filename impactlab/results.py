@@ -22,7 +22,7 @@ from . import tables
 from .budgets import BudgetTree
 from .config import SimConfig
 from .events import EVENT_DTYPES, Job, jobs_from_trace
-from .explain import Story, explain
+from .explain import Story, explain, protection_ends
 from .metrics import SIZE_BUCKETS, Window, attempts, down_intervals, health_series, summarise
 from .registry import policy_class
 from .units import DAY_S, HOUR_S
@@ -146,6 +146,15 @@ class SimResult:
         c = self.config
         return self._tagged(tables.gang_idle(self.events, self._attempts, self.jobs, self._down, c.nodes,
                                              c.gpus_per_node, self.window, min_gpus))
+
+    def owed_split(self) -> pd.DataFrame:
+        """Why impact is below 1: the GPUs short projects were owed, in the window, by what held
+        them at the time (over-served projects under contract or not, unallocated work, nothing;
+        ``tables.owed_split``)."""
+        c = self.config
+        ends = protection_ends(self, self._records)
+        return self._tagged(tables.owed_split(self.events, self._attempts, self.jobs, self.tree, self.window,
+                                              c.gpus_per_node, ends))
 
     def gang_wait_series(self, bucket_s: float | None = None, min_gpus: int | None = None) -> pd.DataFrame:
         """Funded gangs waiting and the GPU-hours idle or lent meanwhile, per time bucket

@@ -18,7 +18,9 @@ from .metrics import (
     SIZE_BUCKETS,
     Window,
     capacity_steps,
+    clipped,
     down_overlaps,
+    held_of,
     interval_steps,
     lost_to,
     owed_steps,
@@ -141,8 +143,7 @@ def wait_by_size(jobs: pd.DataFrame, window: Window, gpus_per_node: int, work: s
 
 def _held(gpus: pd.Series, gpus_per_node: int) -> np.ndarray:
     """GPUs each job holds when running (whole nodes for multi-node gangs)."""
-    gpus = gpus.to_numpy(int)
-    return np.where(gpus > gpus_per_node, -(-gpus // gpus_per_node) * gpus_per_node, gpus)
+    return held_of(gpus.to_numpy(int), gpus_per_node)
 
 
 def gang_bucket(gpus: pd.Series) -> pd.Series:
@@ -490,3 +491,48 @@ def gang_wait_series(events: pd.DataFrame, att: pd.DataFrame, jobs: pd.DataFrame
                          "queued_gpus": per["queued_gpus"] / width, "smallest_waiting_gpus": smallest,
                          "idle_gpu_hours": per["idle_gpus"] / HOUR_S,
                          "lent_gpu_hours": per["lent_gpus"] / HOUR_S})
+
+
+# ----- where the owed GPUs were -------------------------------------------------------------------
+#: What held the GPUs a short project was owed, in the order ``owed_split`` charges them.
+OWED_HOLDERS = ("projects above their owed rate, under contract", "projects above their owed rate, contract over",
+                "unallocated work", "idle")
+
+
+def owed_split(events: pd.DataFrame, att: pd.DataFrame, jobs: pd.DataFrame, tree: BudgetTree, window: Window,
+               gpus_per_node: int, protected_until_s: np.ndarray) -> pd.DataFrame:
+    """Why impact is below 1, instant by instant: the owed GPUs that projects short of their owed
+    rate did not hold, in the window, by what held them then (``OWED_HOLDERS``): first projects
+    above their owed rate (their surplus split in proportion between their attempts still under
+    contract, per ``protected_until_s``, and the others), then unallocated work, then nothing.
+    held_by, gpu_hours, share (of the window's healthy GPU-hours), with a last row "all".
+
+    Over the window a project's surplus at one time makes up for its shortfall at another, so
+    "all" is at least the shortfall behind ``impact`` (owed minus delivered up to owed)."""
+    times, healthy, rates = owed_steps(events, jobs, tree, window, gpus_per_node)
+    leaf = att["job_id"].map(jobs.set_index("job_id")["leaf"]).to_numpy(int)
+    held = _held(att["gpus"], gpus_per_node).astype(float)
+    start, end = att["start_s"].to_numpy(float), att["end_s"].to_numpy(float)
+    funded = leaf >= 0
+    steps = {"have": interval_steps(start[funded], end[funded], held[funded], leaf[funded], tree.size),
+             "contract": interval_steps(start[funded], np.minimum(protected_until_s, end)[funded], held[funded],
+                                        leaf[funded], tree.size),
+             "unallocated": interval_steps(start[~funded], end[~funded], held[~funded])}
+    grid = np.unique(np.concatenate([times, *(t for t, _ in steps.values())]))
+    leaves = list(tree.leaves)
+    owed = _at(times, rates, grid)[:, leaves]
+    have, contract = (_at(*steps[k], grid)[:, leaves] for k in ("have", "contract"))
+    unallocated, capacity = _at(*steps["unallocated"], grid)[:, 0], _at(times, healthy, grid)
+    short = np.maximum(owed - have, 0).sum(axis=1)
+    surplus = np.maximum(have - owed, 0)
+    total = surplus.sum(axis=1)
+    over = np.minimum(total, short)  # what projects above their owed rate held of it
+    protected = np.divide(contract, have, out=np.zeros_like(have), where=have > 0)
+    under = over * np.divide((surplus * protected).sum(axis=1), total, out=np.zeros_like(total), where=total > 0)
+    lent = np.minimum(short - over, unallocated)
+    idle = short - over - lent  # at most the idle GPUs: the short projects' owed fits in the healthy ones
+    width = clipped(grid, np.append(grid[1:], np.inf), window)
+    parts = np.array([under, over - under, lent, idle, short]) @ width
+    healthy_s = float(capacity @ width)
+    return pd.DataFrame({"held_by": [*OWED_HOLDERS, "all"], "gpu_hours": parts / HOUR_S,
+                         "share": parts / healthy_s if healthy_s > 0 else np.nan})

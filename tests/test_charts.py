@@ -25,6 +25,7 @@ CHARTS = {
     "fragmentation_funded": lambda r: charts.fragmentation(r, work="funded"),
     "gang_idle": charts.gang_idle,
     "free_blocks": charts.free_blocks,
+    "owed_split": charts.owed_split,
     "queue": charts.queue,
     "queue_gpus": lambda r: charts.queue(r, measure="gpus"),
     "gantt": lambda r: charts.gantt(r, t0_h=30, t1_h=42),
@@ -39,6 +40,7 @@ TITLES = {
     "fragmentation": "Queue wait by gang size",
     "gang_idle": "GPUs idle or lent while large gangs waited",
     "free_blocks": "The largest block one job could get",
+    "owed_split": "Where the owed GPUs were",
     "queue": "Jobs waiting in the queue",
     "gantt": "GPU assignments per node",
     "headline": "Headline metrics",
@@ -257,6 +259,17 @@ def test_gang_idle_chart_draws_the_tables_hours(gangs):
         for bucket, row in table.iterrows():
             assert drawn[(result.run, bucket, "idle")] == pytest.approx(row["idle_gpu_hours"])
             assert drawn[(result.run, bucket, "lent to unallocated work")] == pytest.approx(row["lent_gpu_hours"])
+
+
+def test_owed_split_chart_draws_the_tables_shares_in_the_holders_order(gangs):
+    rows = pd.DataFrame(rows_of(charts.owed_split(gangs)))
+    assert set(rows["held_by"]) <= set(charts.OWED_COLORS)
+    for result in gangs:
+        table = result.owed_split().set_index("held_by")
+        drawn = rows[rows["run"] == result.run].set_index("held_by")["share"]
+        assert drawn.sum() == pytest.approx(table.loc["all", "share"])
+        for holder in charts.OWED_COLORS:
+            assert drawn[holder] == pytest.approx(table.loc[holder, "share"])
 
 
 def test_free_blocks_chart_draws_the_smallest_waiting_gang(gangs):

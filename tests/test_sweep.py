@@ -223,6 +223,7 @@ def test_the_report_reads_simulate_and_compare_folders(tmp_path):
         page = build_report(tmp_path / folder)
         assert_offline(page)
         assert "impact" in page
+        assert "Where the owed GPUs were" in page  # read back from the saved runs
 
 
 def test_cli_sweep_then_report(tmp_path, capsys):
