@@ -31,7 +31,7 @@ VARIANTS = {
     "impactful": ("impactful", {}),
     "impactful+resv": ("impactful", {"backfill_reservation": True}),
     "impactful-noreserve": ("impactful", {"interactive_reserve": 0.0}),
-    "impactful-reserve3pct": ("impactful", {"interactive_reserve": 0.03}),  # the default before stop 22
+    "impactful-reserve1node": ("impactful", {"interactive_reserve": 0.005}),  # one node up to 200 nodes
     "impactful+everypass": ("impactful", {"gangs_preempt_every_pass": True}),
     "impactful+everypass+resv": ("impactful", {"gangs_preempt_every_pass": True,
                                                "backfill_reservation": True}),
