@@ -704,7 +704,7 @@ def owed_split(results: Any) -> alt.Chart:
                alt.Tooltip("share:Q", title="share of capacity", format=".3f"),
                alt.Tooltip("gpu_hours:Q", title="GPU-hours", format=",.0f")]
     return alt.Chart(parts).mark_bar().encode(
-        x=alt.X("sum(share):Q", title="share of the window's GPU-hours", stack=True),
+        x=alt.X("sum(share):Q", title="share of the window's healthy GPU-hours", stack=True),
         y=alt.Y("run:N", title=None, sort=_runs(rs)),
         color=color, order=alt.Order("order:Q"), tooltip=tooltip,
     ).transform_calculate(order=f"indexof({list(OWED_COLORS)}, datum.held_by)").properties(

@@ -186,6 +186,11 @@ class Occupancy:
         return max((f for n, f in enumerate(free) if n not in down), default=0)
 
 
+def node_list(nodes: str) -> tuple[int, ...]:
+    """The nodes of a log row's ``nodes`` field ("3,4,5")."""
+    return tuple(int(n) for n in nodes.split(","))
+
+
 class Replay:
     """Walks the event log once, keeping the occupancy (``Occupancy``) up to date."""
 
@@ -209,7 +214,7 @@ class Replay:
         t, event, job_id, nodes, detail = row
         state = self.state
         if event == START:
-            job, where = self.jobs[job_id], tuple(int(n) for n in nodes.split(","))
+            job, where = self.jobs[job_id], node_list(nodes)
             for n in where:
                 state.free[n] -= job.per_node
             state.running[job_id] = Attempt(job, where, t + self.protection(job, where, detail))
@@ -261,7 +266,7 @@ def protection_ends(result: SimResult, records: Sequence[Job]) -> np.ndarray:
     where it had none), by the run's policy (``Protection``); ``records``: the run's job records."""
     protection, jobs = Protection(result), {job.job_id: job for job in records}
     starts = result.events[result.events["event"] == START]
-    return np.array([t + protection(jobs[j], tuple(int(n) for n in nodes.split(",")), detail)
+    return np.array([t + protection(jobs[j], node_list(nodes), detail)
                      for t, j, nodes, detail in zip(starts["t_s"], starts["job_id"], starts["nodes"],
                                                     starts["detail"])], dtype=float)
 
@@ -310,7 +315,7 @@ def _queued(job: Job, t: float, event: str) -> Step:
 def _event_step(job: Job, t: float, event: str, nodes: str, detail: str, jobs: dict[str, Job],
                 replay: Replay) -> Step:
     if event == START:
-        where = tuple(int(n) for n in nodes.split(","))
+        where = node_list(nodes)
         until = t + replay.protection(job, where, detail)
         text = f"started on node{'s' if len(where) > 1 else ''} {nodes}"
         if math.isinf(until):

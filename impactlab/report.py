@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import html
 import json
+import logging
 import math
 import re
 import tempfile
@@ -22,6 +23,8 @@ from typing import Any
 import pandas as pd
 
 from .config import SimConfig
+from .params import ParamError
+from .registry import policy_class
 from .results import SimResult
 from .sweep import (
     HEADLINE,
@@ -33,6 +36,8 @@ from .sweep import (
     read_manifest,
     summarise_sweep,
 )
+
+log = logging.getLogger(__name__)
 
 #: Metrics drawn against each numeric swept knob.
 SWEEP_CHARTS = ("impact", "wait_p90_s.debug", "preemptions")
@@ -151,13 +156,24 @@ def result_sections(results: list[SimResult]) -> list[str]:
 
     metrics = pd.DataFrame({r.run: r.metrics() for r in results})
     table = metrics.loc[[m for m in HEADLINE if m in metrics.index]].map(_number).reset_index(names="metric")
-    figures = [charts.headline(results), charts.waits(results), charts.preemptions(results),
-               charts.owed_split(results)]
+    figures = [charts.headline(results), charts.waits(results), charts.preemptions(results)]
+    if all(_known_policy(r.config.policy) for r in results):  # (the split reads each policy's contract)
+        figures.append(charts.owed_split(results))
     configs = "".join(f"<details><summary>{html.escape(r.run)}: config and provenance</summary><pre>"
                       f"{html.escape(json.dumps({'config': r.config.to_dict(), 'provenance': r.provenance}, indent=2, default=str))}"
                       "</pre></details>" for r in results)
     return [section("Headline", table_html(table)), section("Charts", "".join(map(chart_html, figures))),
             section("Configs", configs)]
+
+
+def _known_policy(name: str) -> bool:
+    """Whether this session can build policy ``name`` (a run may come from one that registered it)."""
+    try:
+        policy_class(name)
+    except (ParamError, ImportError, AttributeError):
+        log.warning("policy %r is not registered here: the report leaves out where the owed GPUs were", name)
+        return False
+    return True
 
 
 def _number(value: Any) -> str:

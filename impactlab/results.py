@@ -150,11 +150,11 @@ class SimResult:
     def owed_split(self) -> pd.DataFrame:
         """Why impact is below 1: the GPUs short projects were owed, in the window, by what held
         them at the time (over-served projects under contract or not, unallocated work, nothing;
-        ``tables.owed_split``)."""
+        ``tables.owed_split``). Reads the contract from the run's policy, which must be registered."""
         c = self.config
         ends = protection_ends(self, self._records)
-        return self._tagged(tables.owed_split(self.events, self._attempts, self.jobs, self.tree, self.window,
-                                              c.gpus_per_node, ends))
+        return self._tagged(tables.owed_split(self.events, self._attempts, self.jobs, self._down, self.tree,
+                                              self.window, c.gpus_per_node, ends))
 
     def gang_wait_series(self, bucket_s: float | None = None, min_gpus: int | None = None) -> pd.DataFrame:
         """Funded gangs waiting and the GPU-hours idle or lent meanwhile, per time bucket

@@ -216,16 +216,30 @@ def held_per_bucket(att: pd.DataFrame, down: pd.DataFrame, group: np.ndarray, n_
                     gpus_per_node: int, edges: np.ndarray) -> np.ndarray:
     """GPU-seconds held on healthy nodes per bucket and group of attempts ([B, n_groups]),
     as ``metrics.held_gpu_s`` counts them; attempts in group -1 are left out."""
+    return per_bucket(*held_steps(att, down, group, n_groups, gpus_per_node), edges)
+
+
+def held_steps(att: pd.DataFrame, down: pd.DataFrame, group: np.ndarray, n_groups: int, gpus_per_node: int,
+               until_s: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """GPUs held on healthy nodes per group of attempts (-1: left out), as a step function:
+    times [T] and values [T, n_groups]; each attempt from its start to its end, or to
+    ``until_s`` if sooner. (The log's ``gpus`` are the GPUs a job holds.)"""
+    end = att["end_s"].to_numpy(float)
+    end = end if until_s is None else np.maximum(np.minimum(until_s, end), att["start_s"].to_numpy(float))
     pairs = down_overlaps(att, down, gpus_per_node)
     at = pairs["attempt"].to_numpy(int)
-    start = np.concatenate([att["start_s"].to_numpy(), pairs["start_s"].to_numpy()])
-    end = np.concatenate([att["end_s"].to_numpy(), pairs["end_s"].to_numpy()])
-    # time on a node that is down counts against the attempt that sat there
+    # time on a node that is down counts against the attempt that sat there (up to its end here)
+    down_end = np.minimum(pairs["end_s"].to_numpy(), end[at])
+    start = np.concatenate([att["start_s"].to_numpy(), np.minimum(pairs["start_s"].to_numpy(), down_end)])
     weight = np.concatenate([att["gpus"].to_numpy(float), -pairs["gpus"].to_numpy()])
     groups = np.concatenate([group, group[at]])
     keep = groups >= 0
-    t, held = interval_steps(start[keep], end[keep], weight[keep], groups[keep], n_groups)
-    return per_bucket(t, held, edges)
+    return interval_steps(start[keep], np.concatenate([end, down_end])[keep], weight[keep], groups[keep], n_groups)
+
+
+def attempt_leaves(att: pd.DataFrame, jobs: pd.DataFrame) -> np.ndarray:
+    """The budget leaf each attempt is charged to (-1: unallocated)."""
+    return att["job_id"].map(jobs.set_index("job_id")["leaf"]).to_numpy(int)
 
 
 def pyramid_series(events: pd.DataFrame, att: pd.DataFrame, jobs: pd.DataFrame, down: pd.DataFrame,
@@ -259,7 +273,7 @@ def share_series(events: pd.DataFrame, att: pd.DataFrame, jobs: pd.DataFrame, do
     capacity delivered to its funded jobs, entitled and owed (demand-capped water-filling):
     t_h, level ("project"|"program"), node, delivered_share, entitled_share, owed_share."""
     healthy = healthy_per_bucket(events, capacity, gpus_per_node, edges)
-    leaf = att["job_id"].map(jobs.set_index("job_id")["leaf"]).to_numpy(int)
+    leaf = attempt_leaves(att, jobs)
     delivered = tree.subtree_sum(held_per_bucket(att, down, leaf, tree.size, gpus_per_node, edges))
     times, _, rates = owed_steps(events, jobs, tree, Window(0.0, horizon_s, capacity), gpus_per_node)
     owed = per_bucket(times, rates, edges)
@@ -377,7 +391,7 @@ def free_block_series(att: pd.DataFrame, jobs: pd.DataFrame, down: pd.DataFrame,
     on one node), time-averaged per bucket, counting free GPUs only, and free GPUs or GPUs lent
     to unallocated work (a funded job may preempt it): t_h, free_gpus, largest_free_gpus,
     open_gpus, largest_open_gpus."""
-    funded = att["job_id"].map(jobs.set_index("job_id")["leaf"]).to_numpy(int) >= 0
+    funded = attempt_leaves(att, jobs) >= 0
     columns = []
     for held in (att, att[funded]):
         times, counts = free_steps(held, down, n_nodes, gpus_per_node)
@@ -410,15 +424,8 @@ def _queued_steps(events: pd.DataFrame, group: pd.Series, weight: pd.Series,
 def _lent_steps(att: pd.DataFrame, down: pd.DataFrame, jobs: pd.DataFrame,
                 gpus_per_node: int) -> tuple[np.ndarray, np.ndarray]:
     """GPUs held by unallocated work on healthy nodes, as a step function: times [T], values [T]."""
-    unallocated = (att["job_id"].map(jobs.set_index("job_id")["leaf"]).to_numpy(int) < 0).astype(int) - 1
-    pairs = down_overlaps(att, down, gpus_per_node)
-    at = pairs["attempt"].to_numpy(int)
-    group = np.concatenate([unallocated, unallocated[at]])
-    keep = group == 0
-    start = np.concatenate([att["start_s"].to_numpy(), pairs["start_s"].to_numpy()])[keep]
-    end = np.concatenate([att["end_s"].to_numpy(), pairs["end_s"].to_numpy()])[keep]
-    weight = np.concatenate([att["gpus"].to_numpy(float), -pairs["gpus"].to_numpy()])[keep]
-    t, held = interval_steps(start, end, weight)
+    unallocated = np.where(attempt_leaves(att, jobs) < 0, 0, -1)
+    t, held = held_steps(att, down, unallocated, 1, gpus_per_node)
     return t, held[:, 0]
 
 
@@ -495,29 +502,29 @@ def gang_wait_series(events: pd.DataFrame, att: pd.DataFrame, jobs: pd.DataFrame
 
 # ----- where the owed GPUs were -------------------------------------------------------------------
 #: What held the GPUs a short project was owed, in the order ``owed_split`` charges them.
-OWED_HOLDERS = ("projects above their owed rate, under contract", "projects above their owed rate, contract over",
-                "unallocated work", "idle")
+OWED_HOLDERS = ("projects above their owed rate, under contract",
+                "projects above their owed rate, not under contract", "unallocated work", "idle")
 
 
-def owed_split(events: pd.DataFrame, att: pd.DataFrame, jobs: pd.DataFrame, tree: BudgetTree, window: Window,
-               gpus_per_node: int, protected_until_s: np.ndarray) -> pd.DataFrame:
+def owed_split(events: pd.DataFrame, att: pd.DataFrame, jobs: pd.DataFrame, down: pd.DataFrame,
+               tree: BudgetTree, window: Window, gpus_per_node: int, protected_until_s: np.ndarray) -> pd.DataFrame:
     """Why impact is below 1, instant by instant: the owed GPUs that projects short of their owed
     rate did not hold, in the window, by what held them then (``OWED_HOLDERS``): first projects
     above their owed rate (their surplus split in proportion between their attempts still under
-    contract, per ``protected_until_s``, and the others), then unallocated work, then nothing.
+    contract, per ``protected_until_s`` (one per attempt), and the others), then unallocated
+    work, then nothing. GPUs count as held on healthy nodes only, as delivered GPU-hours do.
     held_by, gpu_hours, share (of the window's healthy GPU-hours), with a last row "all".
 
     Over the window a project's surplus at one time makes up for its shortfall at another, so
     "all" is at least the shortfall behind ``impact`` (owed minus delivered up to owed)."""
+    if len(protected_until_s) != len(att):
+        raise ValueError(f"{len(protected_until_s)} contract ends for {len(att)} attempts")
     times, healthy, rates = owed_steps(events, jobs, tree, window, gpus_per_node)
-    leaf = att["job_id"].map(jobs.set_index("job_id")["leaf"]).to_numpy(int)
-    held = _held(att["gpus"], gpus_per_node).astype(float)
-    start, end = att["start_s"].to_numpy(float), att["end_s"].to_numpy(float)
-    funded = leaf >= 0
-    steps = {"have": interval_steps(start[funded], end[funded], held[funded], leaf[funded], tree.size),
-             "contract": interval_steps(start[funded], np.minimum(protected_until_s, end)[funded], held[funded],
-                                        leaf[funded], tree.size),
-             "unallocated": interval_steps(start[~funded], end[~funded], held[~funded])}
+    leaf = attempt_leaves(att, jobs)
+    funded = np.where(leaf >= 0, leaf, -1)
+    steps = {"have": held_steps(att, down, funded, tree.size, gpus_per_node),
+             "contract": held_steps(att, down, funded, tree.size, gpus_per_node, protected_until_s),
+             "unallocated": held_steps(att, down, np.where(leaf < 0, 0, -1), 1, gpus_per_node)}
     grid = np.unique(np.concatenate([times, *(t for t, _ in steps.values())]))
     leaves = list(tree.leaves)
     owed = _at(times, rates, grid)[:, leaves]

@@ -3,12 +3,17 @@ by hand, and its bookkeeping on random runs."""
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 from conftest import examples, run_tiny, small_tree, traces
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from impactlab import BudgetTree
-from impactlab.tables import OWED_HOLDERS
+from impactlab.events import events_frame
+from impactlab.health import HealthConfig
+from impactlab.metrics import Window, attempts, down_intervals, summarise
+from impactlab.tables import OWED_HOLDERS, owed_split
 
 TREE = BudgetTree.flat({"a": 1, "b": 1})
 #: Every knob the cases rely on (two nodes keep no interactive reserve anyway).
@@ -63,13 +68,38 @@ def test_a_surplus_no_contract_protects_is_charged_apart():
 
 
 @settings(max_examples=examples(40), deadline=None, suppress_health_check=list(HealthCheck))
-@given(trace=traces(capacity=32, per=8, horizon_s=20_000.0))
-def test_the_holders_add_up_to_the_instant_shortfall_which_bounds_the_window_one(trace):
+@given(trace=traces(capacity=32, per=8, horizon_s=20_000.0), failures=st.sampled_from([None, "manual", "automatic"]),
+       grace_s=st.sampled_from([0.0, 30.0]))
+def test_the_holders_add_up_to_the_instant_shortfall_which_bounds_the_window_one(trace, failures, grace_s):
+    """Whatever the trace, node failures (GPUs on a failed node are held by no one, as delivered
+    GPU-hours count them) and grace periods."""
+    health = HealthConfig(mtbf_hours=1.0, repair=failures) if failures else HealthConfig()
     result = run_tiny(trace.to_dict("records"), policy="impactful", gpus=32, horizon_s=20_000.0,
-                      budgets=small_tree())
+                      budgets=small_tree(), health=health, grace_s=grace_s, seed=3)
     split = result.owed_split().set_index("held_by")["gpu_hours"]
     assert (split >= -1e-9).all()
     assert split[list(OWED_HOLDERS)].sum() == pytest.approx(split["all"], abs=1e-9)
     leaves = result.budgets[result.budgets["leaf"]]
     window_short_h = (leaves["owed_gpu_s"] - leaves[["owed_gpu_s", "delivered_gpu_s"]].min(axis=1)).sum() / 3600
-    assert window_short_h <= split["all"] + 1e-9
+    assert window_short_h <= split["all"] + 1e-6
+
+
+def test_gpus_on_a_failed_node_are_nobodys():
+    """A hand-written log: 2 nodes of 2 GPUs, node 1 down from 0 (manual repair: still in
+    service) and a1 (project a) on it, b1 on node 0, for 300 s. Healthy capacity is 2 GPUs, so
+    each project is owed 1. a1's GPUs count as held by no one, as they deliver nothing: a is
+    short 1 GPU all along, and b, holding 2, is 1 above its owed rate (no contract): 300 GPU-s,
+    the whole window shortfall (a got 0 of its 300)."""
+    rows = [(0.0, "submit", "a1", 2, "", "", 0.0, 0.0), (0.0, "submit", "b1", 2, "", "", 0.0, 0.0),
+            (0.0, "node_down", "", 2, "1", "", 0.0, 0.0),
+            (0.0, "start", "a1", 2, "1", "", 0.0, 0.0), (0.0, "start", "b1", 2, "0", "", 0.0, 0.0)]
+    events = events_frame(rows)
+    trace = pd.DataFrame({"job_id": ["a1", "b1"], "submit_s": [0.0, 0.0], "user": ["u", "v"], "project": ["a", "b"],
+                          "kind": ["training"] * 2, "gpus": [2, 2], "util": [1.0, 1.0]})
+    window = Window(0.0, 300.0, 4)
+    att, down = attempts(events, 300.0), down_intervals(events, 300.0)
+    _, jobs, budgets = summarise(events, trace, TREE, window, 2, 300.0, att=att, down=down)
+    assert budgets.set_index("node").loc["a", "delivered_gpu_s"] == 0.0
+    split = owed_split(events, att, jobs, down, TREE, window, 2, att["start_s"].to_numpy(float))
+    expected = {OWED_HOLDERS[0]: 0.0, OWED_HOLDERS[1]: 300.0, OWED_HOLDERS[2]: 0.0, OWED_HOLDERS[3]: 0.0, "all": 300.0}
+    assert (split.set_index("held_by")["gpu_hours"] * 3600).to_dict() == pytest.approx(expected)
