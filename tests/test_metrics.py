@@ -18,10 +18,14 @@ from impactlab.metrics import (
     Window,
     attempts,
     clipped,
+    cumcount,
     healthy_gpu_s,
     jain,
     job_table,
+    next_row,
+    nth_match,
     percentiles,
+    previous_row,
     size_bucket,
     summarise,
 )
@@ -403,3 +407,29 @@ def test_a_run_without_budgets_reports_impact_as_undefined_not_perfect():
     s = result.summary()
     assert math.isnan(s["impact"]) and math.isnan(s["impact_strict"]) and math.isnan(s["jain"])
     assert s["unallocated_share"] == 1.0
+
+
+# ----- the integer-code helpers of the per-job tables, against pandas' own ---------------------------
+codes_lists = st.lists(st.integers(0, 6), max_size=40).map(lambda xs: np.array(xs, dtype=np.int64))
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(codes=codes_lists)
+def test_cumcount_and_neighbour_rows_match_pandas_groupby(codes):
+    rows = pd.Series(np.arange(len(codes)))
+    groups = rows.groupby(codes)
+    assert cumcount(codes).tolist() == groups.cumcount().tolist()
+    assert next_row(codes).tolist() == groups.shift(-1).fillna(-1).astype(int).tolist()
+    assert previous_row(codes).tolist() == groups.shift(1).fillna(-1).astype(int).tolist()
+
+
+def numbered(codes: np.ndarray) -> pd.DataFrame:
+    """Each row's code, its position among its code's rows, and its row number."""
+    return pd.DataFrame({"code": codes, "k": pd.Series(codes).groupby(codes).cumcount(), "row": np.arange(len(codes))})
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(left=codes_lists, right=codes_lists)
+def test_nth_match_pairs_the_kth_row_of_a_code_with_the_kth_as_a_merge_does(left, right):
+    merged = numbered(left).merge(numbered(right), on=["code", "k"], how="left", suffixes=("", "_right"))
+    assert nth_match(left, right).tolist() == merged["row_right"].fillna(-1).astype(int).tolist()
