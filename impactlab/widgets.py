@@ -50,6 +50,7 @@ TABS: dict[str, Callable[[list[SimResult]], alt.TopLevelMixin]] = {
     "Headline": charts.headline,
     "Waits": charts.waits,
     "Shares": lambda rs: charts.shares(rs, level="program"),
+    "Owed GPUs": charts.owed_split,
     "Pyramid": charts.pyramid,
     "Preemptions": charts.preemptions,
     "Queue": charts.queue,
