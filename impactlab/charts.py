@@ -693,7 +693,7 @@ OWED_COLORS = dict(zip(OWED_HOLDERS, ("#08519c", "#6baed6", TIER_COLORS["unalloc
 
 def owed_split(results: Any) -> alt.Chart:
     """Per run: the owed GPU-hours that projects short of their owed rate did not have, stacked
-    by what held them at the time (``SimResult.owed_split``), as shares of the window's capacity."""
+    by what held them at the time (``SimResult.owed_split``), as shares of the window's healthy GPU-hours."""
     rs = as_results(results)
     table = _table(rs, "owed_split")
     parts = table[table["held_by"] != "all"]

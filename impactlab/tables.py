@@ -129,7 +129,7 @@ def wait_by_size(jobs: pd.DataFrame, window: Window, gpus_per_node: int, work: s
     or unallocated jobs): gpus, bucket (power-of-two size bucket), jobs, p50_h, p90_h, mean_h,
     queued_gpu_hours (held GPUs x total queued time, requeues included)."""
     inside = _work(submitted_in(jobs, window), work)
-    held = _held(inside["gpus"], gpus_per_node)
+    held = held_of(inside["gpus"].to_numpy(int), gpus_per_node)
     waits = inside.groupby("gpus")["wait_s"]
     out = pd.DataFrame({"jobs": waits.size(), "p50_h": waits.quantile(0.5), "p90_h": waits.quantile(0.9),
                         "mean_h": waits.mean(),
@@ -139,11 +139,6 @@ def wait_by_size(jobs: pd.DataFrame, window: Window, gpus_per_node: int, work: s
     out = out.reset_index().astype({"gpus": int, "jobs": int})
     out.insert(1, "bucket", gang_bucket(out["gpus"]))
     return out
-
-
-def _held(gpus: pd.Series, gpus_per_node: int) -> np.ndarray:
-    """GPUs each job holds when running (whole nodes for multi-node gangs)."""
-    return held_of(gpus.to_numpy(int), gpus_per_node)
 
 
 def gang_bucket(gpus: pd.Series) -> pd.Series:
@@ -442,7 +437,7 @@ def _while_waiting(events: pd.DataFrame, att: pd.DataFrame, jobs: pd.DataFrame, 
     while any is; and (one column) the held GPUs of the smallest gang queued, 0 while none is."""
     code = pd.Series(pd.Categorical(gang_bucket(gangs["gpus"]), categories=labels).codes,
                      index=gangs["job_id"].to_numpy())
-    held = pd.Series(_held(gangs["gpus"], gpus_per_node), index=code.index)
+    held = pd.Series(held_of(gangs["gpus"].to_numpy(int), gpus_per_node), index=code.index)
     t_q, n_q = _queued_steps(events, code, pd.Series(1.0, index=code.index), len(labels))
     _, g_q = _queued_steps(events, code, held, len(labels))
     sizes = np.unique(held.to_numpy())

@@ -60,7 +60,8 @@ class Impactful(FairShare):
     # with its contract (else it could never run). Without a reserve, protected work can cover
     # a small cluster and a debug job that needs a whole node waits for hours. (One node at
     # 1024 GPUs instead of 4 measured no better beyond the noise of the seeds, and cost lost
-    # work on a public-trace shape: docs/calibration.md, "1024 GPUs over ten seeds, and the size of the interactive reserve".)
+    # work on a public-trace shape: docs/calibration.md, "1024 GPUs over ten seeds, and the
+    # size of the interactive reserve".)
     interactive_reserve: float = knob(0.03, float, "share of nodes (rounded up) held for debug "
                                       "and interactive work", lo=0, hi=0.99, step=0.01, ui=(0, 0.25))
     backfill_reservation: bool = knob(False, bool, "the top-ranked blocked funded multi-node gang reserves the "
