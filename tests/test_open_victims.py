@@ -100,3 +100,20 @@ def test_merged_streams_follow_start_then_job_descending(jobs, data):
         streams = [(leaf, size) for size in index.eligible(leaf, 8, True)]
         want_leaf = [j for j in want if info[j][1] == leaf]
         assert (order(index, streams) if streams else []) == want_leaf
+
+
+@settings(max_examples=examples(80), deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([1, 2, 8, 16]), st.booleans(), st.integers(0, 1)), max_size=12),
+       st.sampled_from([0.5, 1, 2, 4.0, 8, 16, 64]), st.booleans())
+def test_smallest_is_the_first_size_eligible_gives(jobs, largest, reserve_too):
+    """The shortcut the fast failed search takes agrees with the list the walk uses, as jobs
+    come and go."""
+    index = OpenVictims()
+    for j, (held, on_reserve, _) in enumerate(jobs):
+        index.add(j, NODES, (held, on_reserve), 0.0, 0.0, 1e9)
+    for j, (_, _, leave) in enumerate(jobs):
+        if leave:
+            index.remove(j)
+    for node in (*NODES, 9):
+        sizes = index.eligible(node, largest, reserve_too)
+        assert index.smallest(node, largest, reserve_too) == (sizes[0][0] if sizes else None)

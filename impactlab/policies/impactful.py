@@ -298,8 +298,35 @@ class Impactful(FairShare):
             if self.hold is not None and self.hold.constrains(sched, j, False):
                 avoid = avoid | self.hold.nodes  # the nodes reserved for a gang stay out of reach
             self._reclaim = self._reclaimable(sched, j)
+            if job.n_nodes == 1 and self._fails_at_once(sched, job, avoid, boosted):
+                return self.searches.preempt(sched, j, None)
             victims = choose_victims(sched, j, self.candidates(sched, j, avoid), self._approves(sched, j), avoid)
         return self.searches.preempt(sched, j, victims, partial(self.why, sched, j))
+
+    def _fails_at_once(self, sched: Scheduler, job: Job, avoid: frozenset[int], boosted: bool) -> bool:
+        """True if the search for single-node ``job`` draws nothing it could preempt: it cannot
+        free room at all, or no unallocated job (nor, for debug work, a borrower of the reserve)
+        is a candidate and no side's smallest victim passes the fair swap. This is the usual
+        failed search, decided as ``candidates`` and ``_walk_one`` would (the same side effects),
+        without building the walk (half of the engine's time went to these on a public-trace
+        shape: benchmarks/README.md)."""
+        if not sched.cluster.could_free(job.gpus):
+            return True  # (the walk stops before drawing a candidate)
+        if self._reclaim or (self.unfunded_running and next(self._unfunded(sched, avoid), None) is not None):
+            return False  # a candidate before the funded ones: the walk decides
+        if boosted and self.borrowers and next(self._lent(sched, avoid), None) is not None:
+            return False
+        self.open.refresh(sched.now, sched.shielded)
+        index, fair, largest = self.open, self.fair, self.max_victim_ratio * job.held
+        reserve_too = not (avoid and avoid.issuperset(self.reserve))
+        sides_of, mine_of = self._sides(job.leaf), self._mine_of[job.leaf]
+        for theirs in sides_of:  # (the verdicts of ``_open_sides``, without its lists)
+            smallest = index.smallest(theirs, largest, reserve_too)
+            if smallest is not None and fair.served(mine_of[theirs], job.held) <= fair.served(theirs, -smallest):
+                return False
+        if not self.searches.judged:
+            self._judge_none_passing(self._open_sides(job, avoid), sched.now, avoid, boosted)
+        return True
 
     def why(self, sched: Scheduler, j: int, v: int) -> str:
         """Why victim ``v`` yields to job ``j``: it is unallocated, it borrows the reserve ``j``
@@ -361,22 +388,40 @@ class Impactful(FairShare):
 
         No ping-pong, judged as the walk draws them: with the funded victims handed out so far
         gone, ``j``'s side must stay no better served than the next funded victim's side."""
-        now, started, shielded, nodes = sched.now, sched.started_at, sched.shielded, sched.nodes
-        for v in reversed(self.unfunded_running):
-            if started[v] < now and not shielded[v] and not (avoid and avoid.issuperset(nodes[v])):
-                yield v
-        job, jobs, fair = sched.jobs[j], sched.jobs, self.fair
+        yield from self._unfunded(sched, avoid)
+        started, job = sched.started_at, sched.jobs[j]
         lender = self.boost and job.kind in BOOSTED_KINDS and self.borrowers
         if lender:  # borrowers of the reserve yield to debug/interactive work at once
-            for v in reversed(self.borrowers):
-                if started[v] < now and not (avoid and avoid.issuperset(nodes[v])):
-                    yield v
+            yield from self._lent(sched, avoid)
         reclaim = self._reclaim if self.drain is not None and self.drain.holder == j else frozenset()
         if reclaim:  # unprotected work on the draining nodes yields to their gang at once
             for v in sorted(reclaim, key=lambda v: (started[v], v), reverse=True):
                 if not (lender and v in self.borrowers):
                     yield v
         yield from self._funded_candidates(sched, j, avoid, bool(lender), reclaim)
+
+    def _unfunded(self, sched: Scheduler, avoid: frozenset[int]) -> Iterator[int]:
+        """Unallocated running jobs that may be preempted now, the most recently started first
+        (not started at this very instant, nor running only on nodes in ``avoid``)."""
+        now, started, shielded, nodes = sched.now, sched.started_at, sched.shielded, sched.nodes
+        for v in reversed(self.unfunded_running):
+            if started[v] < now and not shielded[v] and not (avoid and avoid.issuperset(nodes[v])):
+                yield v
+
+    def _lent(self, sched: Scheduler, avoid: frozenset[int]) -> Iterator[int]:
+        """Borrowers of the reserve that may yield to debug work now, newest first."""
+        now, started, nodes = sched.now, sched.started_at, sched.nodes
+        for v in reversed(self.borrowers):
+            if started[v] < now and not (avoid and avoid.issuperset(nodes[v])):
+                yield v
+
+    def _judge_none_passing(self, sides: list[tuple[int, list[tuple[int, bool]], bool]], now: float,
+                            avoid: frozenset[int], lender: bool) -> None:
+        """With no side passing the swap, the walk would still have drawn (and judged) a victim
+        if one is drawable: then a refresh may change the verdict (``Searches.judged``)."""
+        if not self.searches.judged and any(self._drawable([(side, size) for size in sizes], now, avoid, lender)
+                                            for side, sizes, _ in sides):
+            self.searches.judged = True
 
     def _funded_candidates(self, sched: Scheduler, j: int, avoid: frozenset[int], lender: bool,
                            reclaim: frozenset[int] = frozenset()) -> Iterator[int]:
@@ -392,8 +437,7 @@ class Impactful(FairShare):
         if not any(passes.values()):
             # No victim passes the swap while nothing is freed, so none is ever accepted (the
             # usual failed search): skip the walk, keeping its one side effect.
-            if any(self._drawable([(side, size) for size in sizes], now, avoid, lender) for side, sizes, _ in sides):
-                self.searches.judged = True
+            self._judge_none_passing(sides, now, avoid, lender)
             return
         groups: dict[float, list[tuple[int, tuple[int, bool]]]] = {}  # served -> (side, size) lists
         smallest: dict[int, int] = {}  # side -> its smallest eligible victim size

@@ -93,6 +93,16 @@ class OpenVictims:
         sizes = sizes[: bisect.bisect_right(sizes, (largest, True))]
         return sizes if reserve_too else [size for size in sizes if not size[1]]
 
+    def smallest(self, node: int, largest: float, reserve_too: bool) -> int | None:
+        """The GPUs of the first size ``eligible`` would return (None: it returns none),
+        without building the list."""
+        for held, on_reserve in self.sizes.get(node, ()):
+            if held > largest:
+                return None
+            if reserve_too or not on_reserve:
+                return held
+        return None
+
     def newest_first(self, streams: list[tuple[int, Size]]) -> Iterator[tuple[float, int, int]]:
         """(start, job, budget node) of the given (budget node, size) lists merged, latest
         start first (ties: highest job first), as the victim order wants."""

@@ -138,7 +138,8 @@ def drain(queue: SizeQueues, sched: Scheduler, make_room: PreemptFn | None = Non
         j = key[-1]
         held = hold is not None and hold.constrains(sched, j, closed)
         avoid = hold.nodes if held else NOTHING  # type: ignore[union-attr]
-        nodes = None if held and gpus in kept_out else place(gpus, avoid)
+        # (every placement is a best fit, which cannot succeed above the largest free block)
+        nodes = None if (held and gpus in kept_out) or gpus > cluster.largest_fit() else place(gpus, avoid)
         restart = nodes is None and make_room is not None and make_room(j)
         if restart:
             nodes = place(gpus, avoid)
