@@ -284,7 +284,7 @@ def interval_steps(start: np.ndarray, end: np.ndarray, weight: np.ndarray, group
     order = np.argsort(times, kind="stable")
     grid = np.zeros((len(times) + 1, n_groups))
     grid[np.arange(1, len(times) + 1), cols[order]] = deltas[order]
-    return np.concatenate([[0.0], times[order]]), np.cumsum(grid, axis=0)
+    return np.concatenate([[0.0], times[order]]), np.cumsum(grid, axis=0, out=grid)  # (in place: [T, groups] is large)
 
 
 def step_integral(times: np.ndarray, values: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -306,6 +306,7 @@ def owed_steps(events: pd.DataFrame, jobs: pd.DataFrame, tree: BudgetTree, windo
     t_c, cap = capacity_steps(events, window.capacity, gpus_per_node)
     times = np.union1d(t_d, t_c)
     d = demand[np.searchsorted(t_d, times, side="right") - 1]
+    del demand  # ([T, nodes] each: not both alive through the water-filling)
     a = cap[np.searchsorted(t_c, times, side="right") - 1].astype(float)
     return times, a, tree.owed_rates(a, d)
 

@@ -6,10 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from conftest import examples
+from conftest import examples, small_tree
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from impactlab import budgets
 from impactlab.budgets import BudgetError, BudgetTree, waterfill
 
 # Node ids of TREE_SPEC, in the order written (depth first).
@@ -159,6 +160,25 @@ def test_owed_rates_per_instant(tree):
     # all ask for more than the cluster: owed = fraction x capacity; then nobody asks anything
     np.testing.assert_allclose(owed[0], 12 * tree.fraction)
     np.testing.assert_allclose(owed[1], np.zeros(tree.size))
+
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(st.integers(0, 40), st.integers(1, 7), st.data())
+def test_owed_rates_in_blocks_are_those_of_one_block(rows, block, data):
+    """Instants are water-filled in blocks of rows to bound memory: any block size gives the
+    same owed rates, bit for bit, as all rows at once."""
+    tree = small_tree()
+    amounts = st.floats(0, 50, allow_nan=False)
+    demand = np.zeros((rows, tree.size))
+    for leaf in tree.leaves:
+        demand[:, leaf] = data.draw(st.lists(amounts, min_size=rows, max_size=rows))
+    capacity = np.array(data.draw(st.lists(st.floats(0, 60, allow_nan=False), min_size=rows, max_size=rows)))
+    whole = tree.owed_rates(capacity, demand)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(budgets, "OWED_BLOCK_ROWS", block)
+        np.testing.assert_array_equal(tree.owed_rates(capacity, demand), whole)
+    assert whole.shape == demand.shape
 
 
 # ----- YAML and bad trees ----------------------------------------------------------------------
