@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from itertools import chain
 from dataclasses import dataclass
 from functools import partial
 from typing import ClassVar
@@ -304,18 +305,29 @@ class Impactful(FairShare):
         return self.searches.preempt(sched, j, victims, partial(self.why, sched, j))
 
     def _fails_at_once(self, sched: Scheduler, job: Job, avoid: frozenset[int], boosted: bool) -> bool:
-        """True if the search for single-node ``job`` draws nothing it could preempt: it cannot
-        free room at all, or no unallocated job (nor, for debug work, a borrower of the reserve)
-        is a candidate and no side's smallest victim passes the fair swap. This is the usual
-        failed search, decided as ``candidates`` and ``_walk_one`` would (the same side effects),
-        without building the walk (half of the engine's time went to these on a public-trace
-        shape: benchmarks/README.md)."""
+        """True if the search for single-node ``job`` must fail: it cannot free room at all, or
+        the unallocated jobs (and, for debug work, the borrowers of the reserve) it may preempt
+        do not free enough on any node and no side's smallest victim passes the fair swap, so
+        that no funded victim is ever accepted (those first candidates free no funded GPUs, so
+        they change no swap). This is the usual failed search, decided as ``candidates`` and
+        ``_walk_one`` would (with the same side effects), without building the walk (half of
+        the engine's time went to these on a public-trace shape: benchmarks/README.md)."""
         if not sched.cluster.could_free(job.gpus):
             return True  # (the walk stops before drawing a candidate)
-        if self._reclaim or (self.unfunded_running and next(self._unfunded(sched, avoid), None) is not None):
-            return False  # a candidate before the funded ones: the walk decides
-        if boosted and self.borrowers and next(self._lent(sched, avoid), None) is not None:
+        if self._reclaim:
             return False
+        first = self._unfunded(sched, avoid) if self.unfunded_running else iter(())
+        if boosted and self.borrowers:
+            first = chain(first, self._lent(sched, avoid))
+        room: dict[int, int] = {}  # as _walk_one counts it
+        free, jobs, nodes = sched.cluster.free, sched.jobs, sched.nodes
+        for v in first:
+            share = jobs[v].per_node
+            for n in nodes[v]:
+                if n not in avoid:
+                    left = room[n] = room.get(n, free[n]) + share
+                    if left >= job.gpus:
+                        return False  # the walk finds room here: let it choose the victims
         self.open.refresh(sched.now, sched.shielded)
         index, fair, largest = self.open, self.fair, self.max_victim_ratio * job.held
         reserve_too = not (avoid and avoid.issuperset(self.reserve))
