@@ -243,16 +243,17 @@ class BudgetTree:
         return [[(self.share[c], -self.share[c], c) for c in kids] for kids in self.children]
 
     # ----- owed ------------------------------------------------------------------------------
-    def owed_rates(self, capacity: np.ndarray, leaf_demand: np.ndarray) -> np.ndarray:
+    def owed_rates(self, capacity: np.ndarray, leaf_demand: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """GPUs owed per node at each instant: demand-capped weighted water-filling down the tree.
 
         ``capacity`` is [T], ``leaf_demand`` is [T, nodes] (zero except at leaves). What a child
         cannot use flows to its siblings; a node is never owed more than it asks for. Every
         instant is filled on its own, so the rows go in blocks: the water-filling's temporaries
         (about ten arrays of the block's shape) then stay small however long the run (at
-        1,000,000 jobs they were most of the metrics' peak memory).
+        1,000,000 jobs they were most of the metrics' peak memory). ``out`` (a float array of
+        the demand's shape; it may be ``leaf_demand`` itself) receives the rates.
         """
-        owed = np.empty(np.shape(leaf_demand))
+        owed = np.empty(np.shape(leaf_demand)) if out is None else out
         for lo in range(0, len(capacity), OWED_BLOCK_ROWS):
             rows = slice(lo, lo + OWED_BLOCK_ROWS)
             owed[rows] = self._owed_block(capacity[rows], leaf_demand[rows])

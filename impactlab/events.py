@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -80,20 +81,31 @@ def events_frame(events: Sequence[tuple] | EventLog) -> pd.DataFrame:
     return pd.DataFrame(events, columns=EVENT_COLUMNS).astype(EVENT_DTYPES)
 
 
-def _column(values: list, dtype: object) -> pd.Series:
-    """One column of the log as a Series of ``dtype``, sharing the log's string objects."""
+def _column(values: list | array, dtype: object) -> pd.Series:
+    """One column of the log as a Series of ``dtype``: a numeric column reads the log's buffer
+    without a copy; a text column shares the log's string objects."""
+    if isinstance(values, array):
+        data = np.frombuffer(values, dtype=dtype) if len(values) else np.array([], dtype=dtype)
+        return pd.Series(data, dtype=dtype, copy=False)
     return pd.Series(np.array(values, dtype=dtype), dtype=dtype, copy=False)
 
 
-class EventLog:
-    """The event log as it is written: one list per ``Event`` field.
+#: The ``array`` type code of each numeric column of the log (the others are lists of strings).
+NUMERIC_CODES = {"t_s": "d", "gpus": "q", "overhead_s": "d", "lost_s": "d"}
 
-    Columns of plain values, rather than a tuple per row, keep the garbage collector out of
-    long runs (a tuple is tracked until a collection looks at it; a float in a list is not).
+
+class EventLog:
+    """The event log as it is written: one column per ``Event`` field.
+
+    Columns rather than a tuple per row keep the garbage collector out of long runs (a tuple
+    is tracked until a collection looks at it). Numeric columns are typed arrays: 8 bytes a
+    value instead of a pointer to a float object, and the frame reads them without a copy
+    (at 4.5 million events, about 250 MiB less at the peak).
     """
 
     def __init__(self) -> None:
-        self.columns: tuple[list, ...] = tuple([] for _ in EVENT_COLUMNS)
+        self.columns: tuple[list | array, ...] = tuple(array(NUMERIC_CODES[name]) if name in NUMERIC_CODES else []
+                                                      for name in EVENT_COLUMNS)
         #: each column's ``append``, in field order (one row = one call of each)
         self.appends = tuple(column.append for column in self.columns)
 
@@ -140,8 +152,14 @@ def jobs_from_trace(trace: pd.DataFrame, tree: BudgetTree, gpus_per_node: int) -
     jobs = []
     # Columns as lists, zipped: itertuples steps through pandas' string arrays value by value
     # (a third slower over 200,000 jobs).
+    # One object per distinct value of the columns that repeat (names, and contract fields
+    # from per-kind defaults): a million jobs hold far fewer of them (about 170 MiB less).
+    shared: dict[object, object] = {}
+    one = shared.setdefault
     for i, row in enumerate(zip(*(ordered[c].tolist() for c in cols))):
         job_id, submit, user, project, gpus, dur, kind, min_rt, prio, preempt, ckpt, util, patience = row
+        user, project, kind = one(user, user), one(project, project), one(kind, kind)
+        min_rt, ckpt, util = one(float(min_rt), float(min_rt)), one(float(ckpt), float(ckpt)), one(float(util), float(util))
         gpus = int(gpus)
         jobs.append(Job(
             idx=i, job_id=job_id, submit_s=float(submit), user=user, project=project, leaf=int(leaves[i]),

@@ -298,6 +298,18 @@ def step_integral(times: np.ndarray, values: np.ndarray, edges: np.ndarray) -> n
     return cum[k] + values[k] * (np.asarray(edges) - times[k]).reshape(shape)
 
 
+def take_rows(values: np.ndarray, rows: np.ndarray, block: int = 1 << 15) -> np.ndarray:
+    """``values[rows]``, written over ``values`` itself when every row comes from itself or a
+    later one (the usual case: equal change times merged), so that no second [T, nodes] array
+    is made. Blocks go in order, and a block reads only rows no earlier block has written."""
+    if len(rows) > len(values) or not (rows >= np.arange(len(rows))).all():
+        return values[rows]
+    for lo in range(0, len(rows), block):
+        hi = min(lo + block, len(rows))
+        values[lo:hi] = values[rows[lo:hi]]
+    return values[: len(rows)]
+
+
 def owed_steps(events: pd.DataFrame, jobs: pd.DataFrame, tree: BudgetTree, window: Window,
                gpus_per_node: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Owed GPUs per budget node as a step function: change times [T], healthy GPUs [T] and
@@ -305,10 +317,10 @@ def owed_steps(events: pd.DataFrame, jobs: pd.DataFrame, tree: BudgetTree, windo
     t_d, demand = demand_steps(jobs, tree.size, gpus_per_node, window)
     t_c, cap = capacity_steps(events, window.capacity, gpus_per_node)
     times = np.union1d(t_d, t_c)
-    d = demand[np.searchsorted(t_d, times, side="right") - 1]
-    del demand  # ([T, nodes] each: not both alive through the water-filling)
+    d = take_rows(demand, np.searchsorted(t_d, times, side="right") - 1)
+    del demand  # (the water-filling writes the rates over the demand)
     a = cap[np.searchsorted(t_c, times, side="right") - 1].astype(float)
-    return times, a, tree.owed_rates(a, d)
+    return times, a, tree.owed_rates(a, d, out=d)
 
 
 def owed_and_delivered(events: pd.DataFrame, jobs: pd.DataFrame, att_leaf: np.ndarray, held_s: np.ndarray,
@@ -319,7 +331,7 @@ def owed_and_delivered(events: pd.DataFrame, jobs: pd.DataFrame, att_leaf: np.nd
     leaf charged, -1 unallocated) and ``held_s`` are per attempt."""
     times, a, rates = owed_steps(events, jobs, tree, window, gpus_per_node)
     dur = clipped(times, np.append(times[1:], np.inf), window)
-    owed = (rates * dur[:, None]).sum(axis=0)
+    owed = np.multiply(rates, dur[:, None], out=rates).sum(axis=0)  # (rates are ours: no [T, nodes] copy)
     funded = att_leaf >= 0
     per_leaf = np.bincount(att_leaf[funded], weights=held_s[funded], minlength=tree.size)
     delivered = tree.subtree_sum(per_leaf)

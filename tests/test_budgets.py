@@ -178,6 +178,9 @@ def test_owed_rates_in_blocks_are_those_of_one_block(rows, block, data):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(budgets, "OWED_BLOCK_ROWS", block)
         np.testing.assert_array_equal(tree.owed_rates(capacity, demand), whole)
+        over = demand.copy()  # the rates may be written over the demand they are filled from
+        assert tree.owed_rates(capacity, over, out=over) is over
+        np.testing.assert_array_equal(over, whole)
     assert whole.shape == demand.shape
 
 

@@ -433,3 +433,18 @@ def numbered(codes: np.ndarray) -> pd.DataFrame:
 def test_nth_match_pairs_the_kth_row_of_a_code_with_the_kth_as_a_merge_does(left, right):
     merged = numbered(left).merge(numbered(right), on=["code", "k"], how="left", suffixes=("", "_right"))
     assert nth_match(left, right).tolist() == merged["row_right"].fillna(-1).astype(int).tolist()
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(st.lists(st.integers(0, 30), min_size=0, max_size=40), st.integers(1, 6), st.data())
+def test_take_rows_in_place_is_fancy_indexing(steps, block, data):
+    """Rows picked from themselves or later ones are taken in place; any other pick is a copy;
+    both equal ``values[rows]``."""
+    from impactlab.metrics import take_rows
+
+    values = np.arange(len(steps) * 3, dtype=float).reshape(len(steps), 3)
+    rows = np.array(sorted(data.draw(st.lists(st.integers(0, max(len(steps) - 1, 0)), max_size=len(steps)))),
+                    dtype=int) if len(steps) else np.array([], dtype=int)
+    want = values[rows]
+    got = take_rows(values.copy(), rows, block)
+    np.testing.assert_array_equal(got, want)
