@@ -99,8 +99,7 @@ class EventLog:
 
     Columns rather than a tuple per row keep the garbage collector out of long runs (a tuple
     is tracked until a collection looks at it). Numeric columns are typed arrays: 8 bytes a
-    value instead of a pointer to a float object, and the frame reads them without a copy
-    (at 4.5 million events, about 250 MiB less at the peak).
+    value instead of a pointer to a float object, and the frame reads them without a copy.
     """
 
     def __init__(self) -> None:
@@ -153,13 +152,13 @@ def jobs_from_trace(trace: pd.DataFrame, tree: BudgetTree, gpus_per_node: int) -
     # Columns as lists, zipped: itertuples steps through pandas' string arrays value by value
     # (a third slower over 200,000 jobs).
     # One object per distinct value of the columns that repeat (names, and contract fields
-    # from per-kind defaults): a million jobs hold far fewer of them (about 170 MiB less).
+    # from per-kind defaults), not one per job.
     shared: dict[object, object] = {}
     one = shared.setdefault
     for i, row in enumerate(zip(*(ordered[c].tolist() for c in cols))):
         job_id, submit, user, project, gpus, dur, kind, min_rt, prio, preempt, ckpt, util, patience = row
         user, project, kind = one(user, user), one(project, project), one(kind, kind)
-        min_rt, ckpt, util = one(float(min_rt), float(min_rt)), one(float(ckpt), float(ckpt)), one(float(util), float(util))
+        min_rt, ckpt, util = one(min_rt, min_rt), one(ckpt, ckpt), one(util, util)  # (floats: validated)
         gpus = int(gpus)
         jobs.append(Job(
             idx=i, job_id=job_id, submit_s=float(submit), user=user, project=project, leaf=int(leaves[i]),

@@ -103,7 +103,7 @@ def _ids(df: pd.DataFrame, check: _Check) -> pd.Series:
 
 def _text(df: pd.DataFrame, col: str) -> pd.Series:
     """A text column as Python strings, one object per distinct value: names repeat (a
-    million jobs of 150 users held a million copies of their names, 55 bytes each)."""
+    million jobs of 150 users held a million copies of their names, about 50 bytes each)."""
     text = df[col].fillna(DEFAULTS[col]).astype(str).str.strip()
     codes, names = pd.factorize(text)  # (no missing values are left to code as -1)
     return pd.Series(np.asarray(names, dtype=object)[codes], index=df.index, dtype=object)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from itertools import chain
 from dataclasses import dataclass
 from functools import partial
+from itertools import chain
 from typing import ClassVar
 
 from ..events import Job
@@ -18,7 +18,7 @@ from .fairshare import FairShare
 from .open_victims import OpenVictims
 from .queues import NO_LIMIT, Place, Searches
 from .reservation import Hold
-from .victims import Approve, choose_victims
+from .victims import Approve, choose_victims, walk_one
 
 
 @dataclass
@@ -310,8 +310,8 @@ class Impactful(FairShare):
         do not free enough on any node and no side's smallest victim passes the fair swap, so
         that no funded victim is ever accepted (those first candidates free no funded GPUs, so
         they change no swap). This is the usual failed search, decided as ``candidates`` and
-        ``_walk_one`` would (with the same side effects), without building the walk (half of
-        the engine's time went to these on a public-trace shape: benchmarks/README.md)."""
+        ``walk_one`` would (with the same side effects), without building the walk (a quarter
+        of the engine's time went to these on a public-trace shape: benchmarks/README.md)."""
         if not sched.cluster.could_free(job.gpus):
             return True  # (the walk stops before drawing a candidate)
         if self._reclaim:
@@ -319,22 +319,14 @@ class Impactful(FairShare):
         first = self._unfunded(sched, avoid) if self.unfunded_running else iter(())
         if boosted and self.borrowers:
             first = chain(first, self._lent(sched, avoid))
-        room: dict[int, int] = {}  # as _walk_one counts it
-        free, jobs, nodes = sched.cluster.free, sched.jobs, sched.nodes
-        for v in first:
-            share = jobs[v].per_node
-            for n in nodes[v]:
-                if n not in avoid:
-                    left = room[n] = room.get(n, free[n]) + share
-                    if left >= job.gpus:
-                        return False  # the walk finds room here: let it choose the victims
+        if walk_one(sched, job.gpus, first, avoid) is not None:
+            return False  # they make room on some node: the whole walk chooses the victims
         self.open.refresh(sched.now, sched.shielded)
-        index, fair, largest = self.open, self.fair, self.max_victim_ratio * job.held
+        index, largest = self.open, self.max_victim_ratio * job.held
         reserve_too = not (avoid and avoid.issuperset(self.reserve))
-        sides_of, mine_of = self._sides(job.leaf), self._mine_of[job.leaf]
-        for theirs in sides_of:  # (the verdicts of ``_open_sides``, without its lists)
+        for theirs in self._sides(job.leaf):  # (the verdicts of ``_open_sides``, without its lists)
             smallest = index.smallest(theirs, largest, reserve_too)
-            if smallest is not None and fair.served(mine_of[theirs], job.held) <= fair.served(theirs, -smallest):
+            if smallest is not None and self._passes_alone(job, theirs, smallest):
                 return False
         if not self.searches.judged:
             self._judge_none_passing(self._open_sides(job, avoid), sched.now, avoid, boosted)
@@ -487,17 +479,21 @@ class Impactful(FairShare):
         smallest passes the fair swap with nothing freed yet) for each side of ``job``'s
         splits with victims. With nothing freed, the verdict depends only on the victim's size
         and gets no better as it grows (the same sums as ``_fair_swap``)."""
-        largest, index, fair = self.max_victim_ratio * job.held, self.open, self.fair
+        largest, index = self.max_victim_ratio * job.held, self.open
         reserve_too = not (avoid and avoid.issuperset(self.reserve))  # (else those victims cannot help)
         sides = self._sides(job.leaf)
-        mine_of = self._mine_of[job.leaf]
         found = []
         for theirs in sides:
             sizes = index.eligible(theirs, largest, reserve_too)
             if sizes:
-                ok = fair.served(mine_of[theirs], job.held) <= fair.served(theirs, -sizes[0][0])
-                found.append((theirs, sizes, ok))
+                found.append((theirs, sizes, self._passes_alone(job, theirs, sizes[0][0])))
         return found
+
+    def _passes_alone(self, job: Job, theirs: int, gpus: int) -> bool:
+        """Whether a victim of ``gpus`` under side ``theirs`` passes ``job``'s fair swap with
+        nothing freed yet (``_fair_swap``'s sums)."""
+        fair = self.fair
+        return fair.served(self._mine_of[job.leaf][theirs], job.held) <= fair.served(theirs, -gpus)
 
     def _drawable(self, group: list[tuple[int, tuple[int, bool]]], now: float, avoid: frozenset[int],
                   lender: bool) -> bool:

@@ -34,7 +34,7 @@ def _walk(sched: Scheduler, j: int, candidates: Iterable[int], avoid: frozenset[
     if not cluster.could_free(job.gpus):
         return None
     if job.n_nodes == 1:
-        return _walk_one(sched, job.gpus, candidates, avoid)
+        return walk_one(sched, job.gpus, candidates, avoid)
     jobs, nodes_of, per, free = sched.jobs, sched.nodes, cluster.gpus_per_node, cluster.free
     freed: dict[int, int] = {}  # GPUs the accepted victims free per node
     on: dict[int, list[int]] = {}  # accepted victims per node, in walk order
@@ -58,8 +58,9 @@ def _walk(sched: Scheduler, j: int, candidates: Iterable[int], avoid: frozenset[
     return None
 
 
-def _walk_one(sched: Scheduler, need: int, candidates: Iterable[int], avoid: frozenset[int]) -> list[int] | None:
-    """``_walk`` for a single-node job of ``need`` GPUs: the first node with room wins. It trims
+def walk_one(sched: Scheduler, need: int, candidates: Iterable[int], avoid: frozenset[int]) -> list[int] | None:
+    """``_walk`` for a single-node job of ``need`` GPUs: the first node with room wins (None:
+    the candidates make room nowhere). It trims
     as ``_trim`` does, for one node, inline (calling ``_trim`` costs 3% of an impactful run)."""
     jobs, nodes_of, free = sched.jobs, sched.nodes, sched.cluster.free
     room: dict[int, int] = {}  # free GPUs per node once the accepted victims are gone
