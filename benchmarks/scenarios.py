@@ -39,6 +39,7 @@ VARIANTS = {
     "impactful-victimsinf": ("impactful", {"max_victim_ratio": float("inf")}),
     "impactful-refresh60": ("impactful", {"refresh_s": 60.0}),
     "impactful-nodrain": ("impactful", {"drain_for_gangs": False}),
+    "impactful-nopack": ("impactful", {"pack_victims": False}),
 }
 DEFAULT_VARIANTS = ["legacy", "fairshare", "impactful", "impactful+resv"]
 

@@ -566,7 +566,8 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
                       self.no_ping_pong_after_trim(sched, j), usable)
 
     def victim_candidates(self, sched: Scheduler, j: int) -> list[int]:
-        """Unallocated, most recently started first; then funded jobs of other leaves holding at
+        """Unallocated, most recently started first (for a single-node job with ``pack_victims``,
+        those on the nodes with the most protected GPUs first); then funded jobs of other leaves holding at
         most ``max_victim_ratio`` x the job's GPUs, most over-served side (of the lowest common
         ancestor) first, newest first. Jobs only on nodes ``j`` may not use are left alone."""
         jobs, fair, leaf = sched.jobs, self.fair, sched.jobs[j].leaf
@@ -585,10 +586,23 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
             return fair.served(fair.split(leaf, jobs[v].leaf)[1])
 
         unallocated.sort(key=lambda v: -self.order.seq[v])
+        if self.pack_victims and sched.jobs[j].n_nodes == 1:
+            protected = self.protected_gpus(sched)
+            unallocated.sort(key=lambda v: (-max(protected[n] for n in sched.nodes[v]), -self.order.seq[v]))
         lenders.sort(key=lambda v: -self.order.seq[v])
         reclaimed.sort(key=lambda v: (-sched.started_at[v], -v))
         funded.sort(key=lambda v: (-served_side(v), -sched.started_at[v], -v))
         return unallocated + lenders + reclaimed + funded
+
+    @staticmethod
+    def protected_gpus(sched: Scheduler) -> list[int]:
+        """GPUs per node held by running jobs that may not be preempted now."""
+        protected = [0] * sched.cluster.nodes
+        for u in sched.running:
+            if sched.protected(u):
+                for n in sched.nodes[u]:
+                    protected[n] += frees_per_node(sched, u)
+        return protected
 
     def no_ping_pong(self, sched: Scheduler, j: int) -> Accept:
         """After the swap, ``j``'s side must be no better served than the victim's side."""

@@ -58,6 +58,7 @@ VARIANTS: list[tuple[str, dict]] = [
     ("impactful", {"cap_hours": 1.0, "cap_hours_interactive": 24.0}),
     ("impactful", {"half_life_days": 1.0, "window_days": 2.0}),
     ("impactful", {"drain_for_gangs": False}),
+    ("impactful", {"pack_victims": False}),
     ("impactful", {"interactive_reserve": 0.2, "reserve_min_nodes": 1, "cap_hours": 0.5}),
     ("impactful", {"backfill_reservation": True, "gangs_preempt_every_pass": True, "drain_for_gangs": True}),
 ]
@@ -71,7 +72,7 @@ ORACLE_KNOBS = {
     "impactful": {"window_days", "cap_hours", "cap_hours_interactive", "protect_unallocated",
                   "half_life_days", "refresh_s",
                   "boost_interactive", "max_victim_ratio", "gangs_preempt_every_pass", "interactive_reserve",
-                  "reserve_min_nodes", "backfill_reservation", "drain_for_gangs"},
+                  "reserve_min_nodes", "backfill_reservation", "drain_for_gangs", "pack_victims"},
 }
 
 #: Synthetic workloads: (GPUs, GPUs per node, days, demand, seed).
@@ -418,23 +419,32 @@ class ReservationIgnoresRunEnds(oracle.PlainHold):
         return super().keeps_off(sched, j, 0.0, True)
 
 
+class NewestVictimAnywhere(ImpactfulOracle):
+    """Wrong on purpose: a single-node job takes the newest unallocated victims wherever they run."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        self.pack_victims = False
+
+
 def keep_every_victim_on_the_target(sched, accepted, target, need):
     """Wrong on purpose: no reverse pass drops the victims a gang can do without."""
     return [v for v in accepted if any(n in target for n in sched.nodes[v])]
 
 
-@pytest.mark.parametrize(("policy", "knobs", "wrong", "patch"), [
-    ("legacy", {}, OldestVictimFirst, None),
-    ("impactful", {}, NoPingPongCheck, None),
-    ("impactful", {"max_victim_ratio": INF}, ImpactfulOracle, ("trim", keep_every_victim_on_the_target)),
-    ("fifo", {"backfill": True}, BackfillWithoutReservation, None),
-    ("fairshare", {}, oracle.FairShareOracle, ("PlainHold", ReservationIgnoresRunEnds)),
-    ("impactful", {"backfill_reservation": True}, ImpactfulOracle, ("PlainHold", ReservationIgnoresRunEnds)),
-], ids=["legacy-victim-order", "impactful-ping-pong", "impactful-reverse-pass", "fifo-reservation",
-        "fairshare-reservation", "impactful-reservation"])
+@pytest.mark.parametrize(("policy", "knobs", "wrong", "patch", "seed"), [
+    ("legacy", {}, OldestVictimFirst, None, 1),
+    ("impactful", {}, NoPingPongCheck, None, 2),  # (seed 1 never needs the rule)
+    ("impactful", {}, NewestVictimAnywhere, None, 1),
+    ("impactful", {"max_victim_ratio": INF}, ImpactfulOracle, ("trim", keep_every_victim_on_the_target), 1),
+    ("fifo", {"backfill": True}, BackfillWithoutReservation, None, 1),
+    ("fairshare", {}, oracle.FairShareOracle, ("PlainHold", ReservationIgnoresRunEnds), 1),
+    ("impactful", {"backfill_reservation": True}, ImpactfulOracle, ("PlainHold", ReservationIgnoresRunEnds), 1),
+], ids=["legacy-victim-order", "impactful-ping-pong", "impactful-victims-anywhere", "impactful-reverse-pass",
+        "fifo-reservation", "fairshare-reservation", "impactful-reservation"])
 def test_a_wrong_pass_changes_the_log_so_the_comparison_can_fail(
-        policy, knobs, wrong, patch, monkeypatch):
-    trace, tree = gang_trace(1), gang_tree()
+        policy, knobs, wrong, patch, seed, monkeypatch):
+    trace, tree = gang_trace(seed), gang_tree()
     right = replay(policy, knobs, trace, tree, GANG_GPUS, 8, GANG_DAYS, reference=True).events
     if patch is not None:
         monkeypatch.setattr(oracle, *patch)

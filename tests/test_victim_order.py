@@ -2,6 +2,8 @@
 hand cases whose answers are worked out in the comments, not by the production code:
 
 1. unallocated jobs, most recently started first (ties at one instant: the one started last);
+   for a single-node job (``pack_victims``), those on the nodes with the most protected GPUs
+   first, so that nodes which could be cleared whole stay that way for larger jobs;
 2. then funded jobs on the more over-served side of the lowest common ancestor, the most
    over-served side first, and within it the most recently started first.
 
@@ -23,7 +25,7 @@ from impactlab.policies.impactful import Impactful
 #: seconds of running make a budget clearly over-served.
 KNOBS = {"cap_hours": 8.0, "window_days": 0.05, "half_life_days": None, "refresh_s": 300.0,
          "interactive_reserve": 0.0, "boost_interactive": True, "protect_unallocated": False,
-         "max_victim_ratio": 1.0, "gangs_preempt_every_pass": False}
+         "max_victim_ratio": 1.0, "gangs_preempt_every_pass": False, "pack_victims": True}
 
 
 def job(job_id, submit_s, project, gpus=8, duration_s=100_000.0, min_runtime_s=0.0, kind="training"):
@@ -57,6 +59,24 @@ def test_the_most_recently_started_unallocated_job_is_preempted_first(submits):
     # pass at 0); j (p) needs one node: u2 goes.
     rows = [job("u1", submits[0], ""), job("u2", submits[1], ""), job("j", 100, "p", duration_s=100)]
     assert preemptions(rows, {"p": 1}) == [("u2", "j")]
+
+
+@pytest.mark.parametrize("pack, expected", [
+    (True, [("u_old", "j"), ("u_new", "g")]),
+    (False, [("u_new", "j")]),
+])
+def test_a_single_node_job_preempts_where_protected_work_already_is(pack, expected):
+    # Two nodes of 8. At 0, pf (q, 4 GPUs, protected for 8 h) and then u_old (unallocated, 4)
+    # land on node 0 by best fit; at 10 u_new (unallocated, 8) takes node 1. At 100 j (p, 4 GPUs,
+    # protected) finds no free GPU. Newest first, u_new on node 1 would go; with packing, u_old
+    # goes, since node 0 holds protected work and can never be cleared whole before pf ends.
+    # At 200 g (r, 8 GPUs) needs a whole node: with packing, node 1 still has only u_new, which
+    # yields; without it, node 0 holds pf and node 1 holds j, both protected, and g waits.
+    eight_hours = 8 * 3600
+    rows = [job("pf", 0, "q", gpus=4, min_runtime_s=eight_hours), job("u_old", 0, "", gpus=4),
+            job("u_new", 10, ""), job("j", 100, "p", gpus=4, min_runtime_s=eight_hours),
+            job("g", 200, "r", min_runtime_s=eight_hours)]
+    assert preemptions(rows, {"p": 1, "q": 1, "r": 1}, pack_victims=pack) == expected
 
 
 def test_the_most_recently_started_funded_job_of_a_side_is_preempted_first():
