@@ -40,6 +40,7 @@ VARIANTS: list[tuple[str, Knobs]] = [(name, ()) for name in sorted(REGISTRY)] + 
     ("fairshare", (("backfill_reservation", False),)),
     ("impactful", (("backfill_reservation", True),)),
     ("impactful", (("drain_for_gangs", False),)),
+    ("impactful", (("pack_victims", False),)),
     ("impactful", (("cap_hours", 0.5), ("refresh_s", 60.0), ("interactive_reserve", 0.4))),
     ("impactful", (("boost_interactive", False),)),
     ("impactful", (("interactive_reserve", 0.4),)),
