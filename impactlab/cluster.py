@@ -25,7 +25,8 @@ class Cluster:
     """Free GPUs per node, indexed by free count so best fit never scans all nodes.
 
     Invariant: node ``n`` is in ``by_free[free[n]]`` for every node in service; a drained node
-    (in ``down``) has no free GPUs and is in no ``by_free`` set.
+    (in ``down``) has no free GPUs and is in no ``by_free`` set. A node is in ``unshielded``
+    exactly when no protected GPU is on it (a drained node counts as wholly protected).
     """
 
     def __init__(self, nodes: int, gpus_per_node: int = 8):
@@ -43,6 +44,7 @@ class Cluster:
         # a cheap necessary test before any search for preemption victims.
         self.shielded = [0] * nodes
         self.by_shield = [nodes] + [0] * gpus_per_node
+        self.unshielded: set[int] = set(range(nodes))  # nodes in service with no protected GPU
         self.down: set[int] = set()  # drained nodes: out of service, never placed on
 
     def largest_fit(self) -> int:
@@ -126,6 +128,10 @@ class Cluster:
         self.by_shield[self.shielded[node]] -= 1
         self.shielded[node] = value
         self.by_shield[value] += 1
+        if value:
+            self.unshielded.discard(node)
+        else:
+            self.unshielded.add(node)
 
     def shield(self, nodes: tuple[int, ...], gpus: int, sign: int) -> None:
         """Mark a gang's GPUs as protected from preemption (+1) or no longer (-1)."""

@@ -308,6 +308,9 @@ class Impactful(FairShare):
             self._reclaim = self._reclaimable(sched, j)
             if job.n_nodes == 1 and self._fails_at_once(sched, job, avoid, boosted):
                 return self.searches.preempt(sched, j, None)
+            if job.gpus >= sched.cluster.gpus_per_node and self._too_few_clearable(sched, job, avoid, boosted):
+                self.searches.judged = True  # (the walk may have judged fair shares: say so)
+                return self.searches.preempt(sched, j, None)
             victims = choose_victims(sched, j, self.candidates(sched, j, avoid), self._approves(sched, j), avoid)
         return self.searches.preempt(sched, j, victims, partial(self.why, sched, j))
 
@@ -337,6 +340,46 @@ class Impactful(FairShare):
                 return False
         if not self.searches.judged:
             self._judge_none_passing(self._open_sides(job, avoid), sched.now, avoid, boosted)
+        return True
+
+    def _too_few_clearable(self, sched: Scheduler, job: Job, avoid: frozenset[int], boosted: bool) -> bool:
+        """True if fewer nodes than ``job`` needs whole (it takes whole nodes) could be cleared by
+        any walk: such a node holds no protected GPU, is not in ``avoid``, and every job on it
+        could be drawn and accepted. A funded job passes this test only if it passes the fair
+        swap with the most relief the walk could give ``job``'s side: every funded GPU under
+        that side but outside ``job``'s leaf taken away (only a victim from a cousin leaf frees
+        GPUs there; ``freed`` on the victim's side only makes the swap harder). So the test
+        never rules out a search that can succeed. It reads the jobs of the nodes without
+        protected work only, and stops at the first one that fails."""
+        need, now = job.n_nodes, sched.now
+        started, shielded, jobs, on_node = sched.started_at, sched.shielded, sched.jobs, sched.on_node
+        fair, leaf, largest = self.fair, job.leaf, self.max_victim_ratio * job.held
+        lent = self.borrowers if boosted else ()
+        reclaim = self._reclaim
+        verdicts: dict[tuple[int, int], bool] = {}  # a funded victim's (leaf, GPUs) -> may it be accepted
+        for n in sched.cluster.unshielded:
+            if n in avoid:
+                continue
+            for v in on_node[n]:
+                if started[v] >= now or shielded[v]:
+                    break
+                victim = jobs[v]
+                if not victim.funded or v in lent or v in reclaim:
+                    continue
+                if victim.leaf == leaf or victim.held > largest:
+                    break
+                key = (victim.leaf, victim.held)
+                ok = verdicts.get(key)
+                if ok is None:
+                    mine, theirs = fair.split(leaf, victim.leaf)  # type: ignore[misc]
+                    relief = fair.alloc[mine] - fair.alloc[leaf] if mine != leaf else 0
+                    ok = verdicts[key] = fair.served(mine, job.held - relief) <= fair.served(theirs, -victim.held)
+                if not ok:
+                    break
+            else:
+                need -= 1
+                if not need:
+                    return False
         return True
 
     def why(self, sched: Scheduler, j: int, v: int) -> str:

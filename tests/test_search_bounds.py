@@ -1,0 +1,83 @@
+"""impactful's shortcuts for victim searches that cannot succeed never rule out one that can.
+
+``Impactful._too_few_clearable`` decides, without walking the candidates, that a job needing
+whole nodes (a multi-node gang, or a single-node job of a whole node) cannot find enough of
+them. Here every such search is also walked in full: whenever the shortcut says "cannot",
+the walk must find no victims. The oracle tests show the same for the event logs; this test
+looks at each search, and checks that the shortcut does rule some out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import pytest
+from conftest import DAY_S, run_tiny
+
+import impactlab as il
+from impactlab.policies.impactful import Impactful
+from impactlab.policies.victims import choose_victims
+
+
+@dataclass
+class WalkedToo(Impactful):
+    """impactful that walks every whole-node search the shortcut decides and records
+    (shortcut says it cannot succeed, the walk found victims)."""
+
+    name: ClassVar[str] = "walked-too"
+    seen: list[tuple[bool, bool]] = field(default_factory=list)
+
+    def _too_few_clearable(self, sched, job, avoid, boosted):
+        ruled_out = super()._too_few_clearable(sched, job, avoid, boosted)
+        judged = self.searches.judged
+        walked = choose_victims(sched, job.idx, self.candidates(sched, job.idx, avoid),
+                                self._approves(sched, job.idx), avoid)
+        self.searches.judged = judged  # (the walk's verdicts must not leak into the run)
+        self.seen.append((ruled_out, walked is not None))
+        return ruled_out
+
+
+@pytest.mark.parametrize(("gpus", "per", "demand", "seed", "knobs"), [
+    (64, 8, 3.0, 0, {}),
+    (64, 4, 3.0, 1, {}),  # 8-GPU jobs are two-node gangs here
+    (128, 8, 2.5, 2, {"gangs_preempt_every_pass": True, "max_victim_ratio": 2.0}),
+    (64, 8, 3.0, 3, {"boost_interactive": False}),
+], ids=["64x8", "64x4", "128x8-every-pass", "64x8-no-boost"])
+def test_a_ruled_out_search_finds_no_victims_when_walked(gpus, per, demand, seed, knobs):
+    config = il.SimConfig(policy="impactful", gpus=gpus, gpus_per_node=per, days=3.0, demand=demand, seed=seed,
+                          policy_knobs=knobs)
+    work = il.generate(config.generator())
+    policy = WalkedToo(**knobs)
+    il.simulate(config, trace=work.trace, budgets=work.tree, policy=policy)
+    wrong = [k for k, (ruled_out, found) in enumerate(policy.seen) if ruled_out and found]
+    assert not wrong, f"searches {wrong[:5]} were ruled out but the walk found victims"
+    assert any(ruled_out for ruled_out, _ in policy.seen), "the shortcut never ruled a search out"
+    assert any(found for _, found in policy.seen), "no whole-node search succeeded: the case proves little"
+
+
+def test_a_gang_takes_a_far_victim_that_passes_only_with_a_cousin_gone():
+    # Tree: A (share 4: 0.8) over a1 (0.7 of the root) and a2 (0.1); B (share 1: 0.2) over b1.
+    # Two nodes of 8; window 10,000 s, ranking refreshed every 100 s; no drain, so only the
+    # fair-share rules decide. v_b1 (b1) runs 8 GPUs from 0, v_a2 (a2) 8 GPUs from 3600; the
+    # gang j (a1, 16 GPUs) arrives at 6600. Usage then: b1 8 x 6600 / (16 x 10,000) = 0.33,
+    # a2 8 x 3000 / 160,000 = 0.15. Sides, most over-served first:
+    #   a2: (0.15 + 8/16) / 0.1 = 6.5; with j running a1 would be (0 + 16/16) / 0.7 = 1.43: v_a2 goes.
+    #   B: (0.33 + 8/16) / 0.2 = 4.15. After the swap B is at 0.33 / 0.2 = 1.65, and A at
+    #      (0.15 + (8 + 16 - 8) / 16) / 0.8 = 1.44 with v_a2 gone: v_b1 goes too. Counted
+    #      without v_a2 gone, A would be at (0.15 + (8 + 16) / 16) / 0.8 = 2.06 > 1.65.
+    # So the gang starts at 6600 only if the shortcut allows for the cousin's GPUs.
+    tree = il.BudgetTree.from_dict({"name": "root", "children": [
+        {"name": "A", "share": 4, "children": [{"name": "a1", "share": 7}, {"name": "a2", "share": 1}]},
+        {"name": "B", "share": 1, "children": [{"name": "b1", "share": 1}]}]})
+
+    def job(job_id, submit_s, project, gpus):
+        return {"job_id": job_id, "submit_s": submit_s, "project": project, "gpus": gpus,
+                "duration_s": 100_000.0, "kind": "training", "min_runtime_s": 0.0, "checkpoint_s": 0.0}
+
+    rows = [job("v_b1", 0.0, "b1", 8), job("v_a2", 3600.0, "a2", 8), job("j", 6600.0, "a1", 16)]
+    knobs = {"window_days": 10_000 / DAY_S, "refresh_s": 100.0, "drain_for_gangs": False, "interactive_reserve": 0.0}
+    log = run_tiny(rows, policy="impactful", gpus=16, horizon_s=8000.0, budgets=tree, policy_knobs=knobs).events
+    preempted = log[log.event == "preempt"]
+    assert preempted[["t_s", "job_id"]].values.tolist() == [[6600.0, "v_a2"], [6600.0, "v_b1"]]
+    assert log[(log.event == "start") & (log.job_id == "j")].t_s.tolist() == [6600.0]
