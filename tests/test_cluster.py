@@ -163,3 +163,43 @@ def test_give_back_of_gpus_never_taken_raises_and_changes_nothing():
 def test_a_cluster_needs_at_least_one_node_and_one_gpu(nodes, per):
     with pytest.raises(ValueError):
         Cluster(nodes, per)
+
+
+# ----- protected GPUs per node ----------------------------------------------------------------
+@settings(max_examples=examples(60), deadline=None)
+@given(per=st.sampled_from([4, 8]), data=st.data())
+def test_shield_counts_follow_every_change(per, data):
+    # A model of protected GPUs per node (a down node counts as wholly protected), against
+    # the cluster's counts per level, its set of nodes without protected GPUs and could_free.
+    nodes = data.draw(st.integers(1, 5))
+    c = Cluster(nodes, per)
+    model, down = [0] * nodes, set()
+    for _ in range(data.draw(st.integers(0, 25))):
+        n = data.draw(st.integers(0, nodes - 1))
+        op = data.draw(st.sampled_from(["protect", "release", "drain", "restore"]))
+        gpus = data.draw(st.integers(1, per))
+        if op == "protect" and n not in down and model[n] + gpus <= per:
+            c.shield((n,), gpus, +1)
+            model[n] += gpus
+        elif op == "release" and n not in down and model[n] >= gpus:
+            c.shield((n,), gpus, -1)
+            model[n] -= gpus
+        elif op == "drain" and n not in down and model[n] == 0:  # (only an idle node is drained)
+            c.drain(n)
+            down.add(n)
+            model[n] = per
+        elif op == "restore" and n in down:
+            c.restore(n)
+            down.discard(n)
+            model[n] = 0
+        else:
+            continue
+        assert c.shielded == model
+        assert c.by_shield == [model.count(level) for level in range(per + 1)]
+        assert c.unshielded == {k for k in range(nodes) if model[k] == 0}
+        for g in range(1, nodes * per + 1):
+            if g <= per:
+                expected = any(per - model[k] >= g for k in range(nodes))
+            else:
+                expected = model.count(0) >= nodes_needed(g, per)
+            assert c.could_free(g) == expected, (model, g)
