@@ -43,7 +43,11 @@ class WalkedToo(Impactful):
     (64, 4, 3.0, 1, {}),  # 8-GPU jobs are two-node gangs here
     (128, 8, 2.5, 2, {"gangs_preempt_every_pass": True, "max_victim_ratio": 2.0}),
     (64, 8, 3.0, 3, {"boost_interactive": False}),
-], ids=["64x8", "64x4", "128x8-every-pass", "64x8-no-boost"])
+    (64, 8, 3.0, 4, {"protect_unallocated": True}),
+    (64, 8, 3.0, 5, {"backfill_reservation": True}),  # nodes kept out by the reservation
+    (64, 8, 3.0, 6, {"interactive_reserve": 0.3, "reserve_min_nodes": 1}),  # lent borrowers
+], ids=["64x8", "64x4", "128x8-every-pass", "64x8-no-boost", "64x8-protected-unallocated",
+        "64x8-reservation", "64x8-large-reserve"])
 def test_a_ruled_out_search_finds_no_victims_when_walked(gpus, per, demand, seed, knobs):
     config = il.SimConfig(policy="impactful", gpus=gpus, gpus_per_node=per, days=3.0, demand=demand, seed=seed,
                           policy_knobs=knobs)
