@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -24,6 +25,12 @@ from .results import SimResult
 from .trace import TraceError
 from .units import DAY_S
 from .workload import Inputs, fit, prepare
+
+# The engine, the policy and simpy's processes refer to each other, so after a run they wait
+# for the collector's next full pass, which may come only after the metrics' peak. Above this
+# many jobs, ``simulate`` collects them at once (at 1,000,000 jobs they hold 300 MiB or more;
+# a full pass costs about half a second at 300,000 jobs, too much for a small run's slider).
+COLLECT_ABOVE_JOBS = 50_000
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +93,12 @@ def simulate(config: SimConfig | None = None, trace: pd.DataFrame | None = None,
         event_log = engine.run(report)
     wall = time.perf_counter() - began
     log.info("%s: %d jobs, %d events in %.2f s", config.policy, len(jobs), len(event_log), wall)
-    return SimResult(config, trace, tree, events_frame(event_log), wall, unknown_projects=unknown,
-                     provenance=inputs.provenance, label=label)
+    result = SimResult(config, trace, tree, events_frame(event_log), wall, unknown_projects=unknown,
+                       provenance=inputs.provenance, label=label)
+    if len(jobs) > COLLECT_ABOVE_JOBS:
+        del engine, policy, jobs, event_log
+        gc.collect()
+    return result
 
 
 def compare(config: SimConfig | None = None,

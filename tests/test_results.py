@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import math
+import weakref
 from dataclasses import replace
 
 import pandas as pd
@@ -147,3 +149,28 @@ def test_a_synthetic_run_with_failures_round_trips(tmp_path):
     assert isinstance(loaded.config.health, HealthConfig)
     assert_same_run(result, loaded)
     assert loaded.metrics() == approx(result.metrics(), nan_ok=True)
+
+
+@pytest.mark.parametrize("above, freed", [(0, True), (10**9, False)])
+def test_a_large_run_frees_its_engine_before_returning(monkeypatch, above, freed):
+    """The engine, its policy and simpy's processes form reference cycles; above
+    COLLECT_ABOVE_JOBS jobs, ``simulate`` collects them before the metrics can peak on top of
+    them. (The other case shows the cycles exist, so that the first can fail.)"""
+    simulate_module = importlib.import_module("impactlab.simulate")
+    engines = []
+
+    class Tracked(simulate_module.Engine):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            engines.append(weakref.ref(self))
+
+    monkeypatch.setattr(simulate_module, "Engine", Tracked)
+    monkeypatch.setattr(simulate_module, "COLLECT_ABOVE_JOBS", above)
+    gc.collect()
+    gc.disable()  # (only simulate's own collection may free it)
+    try:
+        result = il.simulate(il.SimConfig(policy="impactful", gpus=32, days=1, seed=3))
+        assert (engines[0]() is None) == freed
+    finally:
+        gc.enable()
+    assert len(result.events) > 0
