@@ -16,6 +16,7 @@ from impactlab.events import Event, events_frame
 from impactlab.metrics import Window, summarise
 from impactlab.events import preempt_reason, preemptor
 from impactlab.policies.base import BACKFILL_REASON, RESERVE_REASON, BasePolicy, PolicyError
+from impactlab.policies.queues import Searches
 from impactlab.trace import validate_trace
 
 NO_RESERVE = {"interactive_reserve": 0.0}  # the whole cluster is for the jobs of these cases
@@ -252,3 +253,19 @@ def test_the_event_frame_of_a_log_has_the_values_and_dtypes_of_its_rows():
     assert frame.loc[2, "detail"] == "by=b; reason" and frame["gpus"].tolist() == [8, 16, 16]
     empty = events_frame(EventLog())
     assert len(empty) == 0 and empty.dtypes.to_dict() == frame.dtypes.to_dict()
+
+
+def test_jobs_started_in_a_pass_move_the_search_version_only_once_time_moves_on():
+    """A lane whose scan failed is skipped while the state it failed in holds. Jobs started at
+    an instant are no victims until time moves on, so a second pass at the same instant (after
+    requeued jobs join) sees the same version, and the first pass at a later instant a new one."""
+    searches = Searches()
+    searches.begin_pass(100.0)
+    searches.changed()  # a funded job starts at 100
+    started = searches.version
+    searches.begin_pass(100.0)  # the same instant: it is no victim yet
+    assert searches.version == started
+    searches.begin_pass(130.0)  # now it is one
+    assert searches.version == started + 1
+    searches.begin_pass(160.0)  # nothing started since
+    assert searches.version == started + 1

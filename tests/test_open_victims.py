@@ -117,3 +117,25 @@ def test_smallest_is_the_first_size_eligible_gives(jobs, largest, reserve_too):
     for node in (*NODES, 9):
         sizes = index.eligible(node, largest, reserve_too)
         assert index.smallest(node, largest, reserve_too) == (sizes[0][0] if sizes else None)
+
+
+@settings(max_examples=examples(80), deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([1, 2, 8, 16]), st.sampled_from([4, 5]), st.sampled_from([0.0, 50.0]),
+                          st.booleans()), max_size=12))
+def test_gpus_under_each_budget_node_sum_the_open_jobs_there(jobs):
+    """``gpus`` (the relief bound of impactful's whole-node shortcut) is the sum of what the
+    open jobs under each budget node hold, as jobs start, open when their protection ends, and
+    stop."""
+    index = OpenVictims()
+    for j, (held, leaf, protected_s, _) in enumerate(jobs):
+        index.add(j, (1, leaf), (held, False), 0.0, protected_s, 1e9)
+    index.refresh(10.0, [False] * len(jobs))  # only the unprotected are open yet
+    for j, (_, _, _, leave) in enumerate(jobs):
+        if leave:
+            index.remove(j)
+    for now in (10.0, 100.0):
+        index.refresh(now, [False] * len(jobs))
+        for node in (1, 4, 5):
+            want = sum(held for j, (held, leaf, protected_s, leave) in enumerate(jobs)
+                       if not leave and protected_s <= now and node in (1, leaf))
+            assert index.gpus.get(node, 0) == want

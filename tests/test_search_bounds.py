@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+import pandas as pd
 import pytest
-from conftest import DAY_S, run_tiny
+from conftest import DAY_S, INSTANT, run_tiny
 
 import impactlab as il
 from impactlab.policies.impactful import Impactful
@@ -85,3 +86,34 @@ def test_a_gang_takes_a_far_victim_that_passes_only_with_a_cousin_gone():
     preempted = log[log.event == "preempt"]
     assert preempted[["t_s", "job_id"]].values.tolist() == [[6600.0, "v_a2"], [6600.0, "v_b1"]]
     assert log[(log.event == "start") & (log.job_id == "j")].t_s.tolist() == [6600.0]
+
+
+
+def test_a_protected_cousin_gives_the_gang_no_relief_so_its_search_is_ruled_out():
+    # The tree above on four nodes of 8 (32 GPUs). w_a1 (a1) and v_a2 (a2) run protected (a
+    # declared minimum runtime of 100,000 s) from 0 and 3600; v_b1 and v_b2 (b1) unprotected
+    # from 8000; the gang j (a1, 16 GPUs) arrives at 9000. Usage then, over 32 GPUs x 10,000 s:
+    # A 8 x (9000 + 5400) / 320,000 = 0.36, B 16 x 1000 / 320,000 = 0.05. The two b1 nodes are
+    # the only ones that could be cleared; for each b1 victim:
+    #   B after the swap: (0.05 + (16 - 8) / 32) / 0.2 = 1.5;
+    #   A with j running: (0.36 + (16 + 16) / 32) / 0.8 = 1.7 > 1.5, so the walk takes neither.
+    # Counting v_a2's GPUs as relief, A would be at (0.36 + 24 / 32) / 0.8 = 1.39 and the
+    # shortcut would have walked; v_a2 is protected, no walk can free it, so the shortcut
+    # (which counts only open GPUs under A) rules the search out.
+    tree = il.BudgetTree.from_dict({"name": "root", "children": [
+        {"name": "A", "share": 4, "children": [{"name": "a1", "share": 7}, {"name": "a2", "share": 1}]},
+        {"name": "B", "share": 1, "children": [{"name": "b1", "share": 1}]}]})
+    rows = pd.DataFrame([
+        {"job_id": job_id, "submit_s": submit_s, "project": project, "gpus": gpus, "duration_s": 100_000.0,
+         "kind": "training", "min_runtime_s": min_runtime_s, "checkpoint_s": 0.0}
+        for job_id, submit_s, project, gpus, min_runtime_s in [
+            ("w_a1", 0.0, "a1", 8, 100_000.0), ("v_a2", 3600.0, "a2", 8, 100_000.0),
+            ("v_b1", 8000.0, "b1", 8, 0.0), ("v_b2", 8000.0, "b1", 8, 0.0), ("j", 9000.0, "a1", 16, 0.0)]])
+    knobs = {"window_days": 10_000 / DAY_S, "refresh_s": 100.0, "drain_for_gangs": False,
+             "interactive_reserve": 0.0, "cap_hours": 48.0}
+    config = il.SimConfig(policy="impactful", gpus=32, days=9500.0 / DAY_S, warmup_days=0.0, policy_knobs=knobs,
+                          **INSTANT)
+    policy = WalkedToo(**knobs)
+    log = il.simulate(config, trace=rows, budgets=tree, policy=policy).events
+    assert not (log.event == "preempt").any()
+    assert policy.seen and all(ruled_out and not found for ruled_out, found in policy.seen)

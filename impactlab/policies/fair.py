@@ -172,7 +172,8 @@ class FairQueues:
                 continue
             state = (sched.epoch, searches.version if searches else 0, hold.version if hold else 0)
             stuck = queue.stuck
-            if stuck is not None and stuck[0] == state and (stuck[1] is None or stuck[1] == searches.refreshes):
+            if (stuck is not None and stuck[0] == state and (stuck[1] is None or stuck[1] == searches.refreshes)
+                    and (stuck[2] is None or stuck[2] == sched.now)):
                 continue
             if unfunded:
                 if queue.sizes[0] <= cluster.largest_fit():
@@ -191,5 +192,9 @@ class FairQueues:
         if searches:
             searches.judged = False
         drain(queue, sched, make_room, larger_no_easier=not funded, place=place, hold=hold)
-        if len(queue.live) == waiting and (make_room is None or sched.last_start_s < sched.now):
-            queue.stuck = (state, searches.refreshes if searches and searches.judged else None)
+        if len(queue.live) == waiting:
+            # Jobs started at this instant are no victims yet: with preemption, such a scan
+            # holds only until time moves on (the same pass again after requeued jobs join).
+            fresh = make_room is not None and sched.last_start_s >= sched.now
+            queue.stuck = (state, searches.refreshes if searches and searches.judged else None,
+                           sched.now if fresh else None)

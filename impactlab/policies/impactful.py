@@ -267,7 +267,7 @@ class Impactful(FairShare):
         refresh = now >= self.fair.next_refresh
         if self.gate.skip(sched, refresh):
             return
-        self.searches.begin_pass()
+        self.searches.begin_pass(now)
         self._refresh_pass = refresh
         if refresh:
             self.fair.refresh(now)
@@ -346,14 +346,17 @@ class Impactful(FairShare):
         """True if fewer nodes than ``job`` needs whole (it takes whole nodes) could be cleared by
         any walk: such a node holds no protected GPU, is not in ``avoid``, and every job on it
         could be drawn and accepted. A funded job passes this test only if it passes the fair
-        swap with the most relief the walk could give ``job``'s side: every funded GPU under
-        that side but outside ``job``'s leaf taken away (only a victim from a cousin leaf frees
-        GPUs there; ``freed`` on the victim's side only makes the swap harder). So the test
-        never rules out a search that can succeed. It reads the jobs of the nodes without
-        protected work only, and stops at the first one that fails."""
+        swap with the most relief the walk could give ``job``'s side: every open (preemptible)
+        funded GPU under that side but outside ``job``'s leaf taken away (only a funded victim,
+        which the walk draws from the open index, from a cousin leaf frees GPUs there;
+        ``freed`` on the victim's side only makes the swap harder). So the test never rules out
+        a search that can succeed. It reads the jobs of the nodes without protected work only,
+        and stops at the first one that fails."""
         need, now = job.n_nodes, sched.now
         started, shielded, jobs, on_node = sched.started_at, sched.shielded, sched.jobs, sched.on_node
         fair, leaf, largest = self.fair, job.leaf, self.max_victim_ratio * job.held
+        self.open.refresh(now, shielded)  # (the relief counts the open jobs as of now)
+        open_gpus = self.open.gpus
         lent = self.borrowers if boosted else ()
         reclaim = self._reclaim
         verdicts: dict[tuple[int, int], bool] = {}  # a funded victim's (leaf, GPUs) -> may it be accepted
@@ -372,7 +375,7 @@ class Impactful(FairShare):
                 ok = verdicts.get(key)
                 if ok is None:
                     mine, theirs = fair.split(leaf, victim.leaf)  # type: ignore[misc]
-                    relief = fair.alloc[mine] - fair.alloc[leaf] if mine != leaf else 0
+                    relief = open_gpus.get(mine, 0) - open_gpus.get(leaf, 0) if mine != leaf else 0
                     ok = verdicts[key] = fair.served(mine, job.held - relief) <= fair.served(theirs, -victim.held)
                 if not ok:
                     break

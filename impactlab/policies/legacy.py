@@ -77,7 +77,7 @@ class Legacy(BasePolicy):
         """Start jobs by priority; a blocked job preempts lower-priority preemptible work."""
         if self.gate.skip(sched):
             return
-        self.searches.begin_pass()
+        self.searches.begin_pass(now)
         drain(self.queue, sched, partial(self.make_room, sched))
         # A search fails only if the room profile (fresh jobs included) says it could work
         # and the walk (fresh jobs left out) does not: only then do fresh jobs matter.

@@ -29,6 +29,8 @@ class OpenVictims:
         self._where: dict[int, tuple[tuple[int, ...], Size, Entry]] = {}  # open job -> (nodes, size, entry)
         self._due: list[tuple[float, float, int, tuple[int, ...], Size]] = []  # (until, start, job, nodes, size)
         self._attempt: dict[int, float] = {}  # running job -> its attempt's start time
+        # budget node -> GPUs the open jobs under it hold (the most a walk can free there)
+        self.gpus: dict[int, int] = {}
 
     def __len__(self) -> int:
         return len(self._where)
@@ -49,7 +51,9 @@ class OpenVictims:
         if where is None:
             return
         nodes, size, entry = where
+        gpus = self.gpus
         for node in nodes:
+            gpus[node] -= size[0]
             entries = self.lists[node, size]
             del entries[bisect.bisect_left(entries, entry)]
             if not entries:
@@ -72,7 +76,9 @@ class OpenVictims:
 
     def _open(self, j: int, nodes: tuple[int, ...], size: Size, start_s: float) -> None:
         entry = (start_s, j)
+        gpus = self.gpus
         for node in nodes:
+            gpus[node] = gpus.get(node, 0) + size[0]
             entries = self.lists.get((node, size))
             if entries is None:
                 entries = self.lists[node, size] = []

@@ -29,10 +29,11 @@ class SizeQueues:
         self.live: dict[int, int] = {}  # pending job -> its size
         self.waiting: dict[int, int] = {}  # size -> pending jobs of that size
         self.sizes: list[int] = []  # sorted sizes with pending jobs
-        # The state in which a scan of this queue started nothing, as ((epoch, version), the
-        # refresh count if that mattered, else None); cleared when a job arrives at the head
-        # of a size. See ``FairQueues.run``.
-        self.stuck: tuple[tuple[int, int], int | None] | None = None
+        # The state in which a scan of this queue started nothing, as ((epoch, version, hold
+        # version), the refresh count if that mattered, else None, the instant it holds at
+        # only, else None); cleared when a job arrives at the head of a size. See
+        # ``FairQueues.run``.
+        self.stuck: tuple[tuple[int, int, int], int | None, float | None] | None = None
 
     def push(self, j: int, gpus: int, key: Key) -> bool:
         """Add job ``j`` (``key[-1] == j``); True if it is now the first of its size.
@@ -203,6 +204,7 @@ class Searches:
         self.refreshes = 0
         self.judged = False  # set by the policy; cleared by whoever reads it
         self._started = False
+        self._last_pass_s = -1.0  # (simulated time starts at 0)
         self.missed_fresh = False
 
     def changed(self) -> None:
@@ -210,11 +212,13 @@ class Searches:
         self.version += 1
         self._started = True
 
-    def begin_pass(self) -> None:
-        """Jobs started in the previous pass can be victims from now on."""
-        if self._started:
+    def begin_pass(self, now: float) -> None:
+        """Jobs started in an earlier pass can be victims from now on, if time has moved
+        since (at the same instant they are no victims yet, so nothing changed)."""
+        if self._started and now > self._last_pass_s:
             self.version += 1
             self._started = False
+        self._last_pass_s = now
         self.missed_fresh = False
 
     def preempt(self, sched: Scheduler, j: int, victims: list[int] | None,
