@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from itertools import chain
@@ -334,12 +334,15 @@ class Impactful(FairShare):
         self.open.refresh(sched.now, sched.shielded)
         index, largest = self.open, self.max_victim_ratio * job.held
         reserve_too = not (avoid and avoid.issuperset(self.reserve))
-        for theirs in self._sides(job.leaf):  # (the verdicts of ``_open_sides``, without its lists)
+        sides = self._sides(job.leaf)
+        no_better, mine_of = self.fair.no_better, self._mine_of[job.leaf]
+        for theirs in sides:  # (the verdicts of ``_open_sides``, without its lists)
             smallest = index.smallest(theirs, largest, reserve_too)
-            if smallest is not None and self._passes_alone(job, theirs, smallest):
-                return False
+            if smallest is not None and no_better(mine_of[theirs], job.held, theirs, -smallest):
+                return False  # (``_passes_alone``, inline: this loop is the usual failed search)
         if not self.searches.judged:
-            self._judge_none_passing(self._open_sides(job, avoid), sched.now, avoid, boosted)
+            eligible = ((theirs, index.eligible(theirs, largest, reserve_too)) for theirs in sides)
+            self._judge_none_passing(eligible, sched.now, avoid, boosted)
         return True
 
     def _too_few_clearable(self, sched: Scheduler, job: Job, avoid: frozenset[int], boosted: bool) -> bool:
@@ -376,7 +379,7 @@ class Impactful(FairShare):
                 if ok is None:
                     mine, theirs = fair.split(leaf, victim.leaf)  # type: ignore[misc]
                     relief = open_gpus.get(mine, 0) - open_gpus.get(leaf, 0) if mine != leaf else 0
-                    ok = verdicts[key] = fair.served(mine, job.held - relief) <= fair.served(theirs, -victim.held)
+                    ok = verdicts[key] = fair.no_better(mine, job.held - relief, theirs, -victim.held)
                 if not ok:
                     break
             else:
@@ -484,12 +487,13 @@ class Impactful(FairShare):
             if started[v] < now and not (avoid and avoid.issuperset(nodes[v])):
                 yield v
 
-    def _judge_none_passing(self, sides: list[tuple[int, list[tuple[int, bool]], bool]], now: float,
+    def _judge_none_passing(self, sides: Iterable[tuple[int, list[tuple[int, bool]]]], now: float,
                             avoid: frozenset[int], lender: bool) -> None:
         """With no side passing the swap, the walk would still have drawn (and judged) a victim
-        if one is drawable: then a refresh may change the verdict (``Searches.judged``)."""
+        if one is drawable: then a refresh may change the verdict (``Searches.judged``).
+        ``sides`` gives (side, its eligible sizes); it is read only up to the first drawable."""
         if not self.searches.judged and any(self._drawable([(side, size) for size in sizes], now, avoid, lender)
-                                            for side, sizes, _ in sides):
+                                            for side, sizes in sides):
             self.searches.judged = True
 
     def _funded_candidates(self, sched: Scheduler, j: int, avoid: frozenset[int], lender: bool,
@@ -506,7 +510,7 @@ class Impactful(FairShare):
         if not any(passes.values()):
             # No victim passes the swap while nothing is freed, so none is ever accepted (the
             # usual failed search): skip the walk, keeping its one side effect.
-            self._judge_none_passing(sides, now, avoid, lender)
+            self._judge_none_passing(((side, sizes) for side, sizes, _ in sides), now, avoid, lender)
             return
         groups: dict[float, list[tuple[int, tuple[int, bool]]]] = {}  # served -> (side, size) lists
         smallest: dict[int, int] = {}  # side -> its smallest eligible victim size
@@ -557,8 +561,7 @@ class Impactful(FairShare):
     def _passes_alone(self, job: Job, theirs: int, gpus: int) -> bool:
         """Whether a victim of ``gpus`` under side ``theirs`` passes ``job``'s fair swap with
         nothing freed yet (``_fair_swap``'s sums)."""
-        fair = self.fair
-        return fair.served(self._mine_of[job.leaf][theirs], job.held) <= fair.served(theirs, -gpus)
+        return self.fair.no_better(self._mine_of[job.leaf][theirs], job.held, theirs, -gpus)
 
     def _drawable(self, group: list[tuple[int, tuple[int, bool]]], now: float, avoid: frozenset[int],
                   lender: bool) -> bool:
@@ -609,5 +612,4 @@ class Impactful(FairShare):
         """Whether ``job``'s side stays no better served than ``victim``'s side at their lowest
         common ancestor, with ``freed`` (plus ``extra`` from the victim's side) taken away."""
         mine, theirs = self.fair.split(job.leaf, victim.leaf)  # type: ignore[misc]
-        mine_after = self.fair.served(mine, job.held - freed.get(mine, 0))
-        return mine_after <= self.fair.served(theirs, -freed.get(theirs, 0) - extra)
+        return self.fair.no_better(mine, job.held - freed.get(mine, 0), theirs, -freed.get(theirs, 0) - extra)

@@ -107,7 +107,8 @@ BACKFILL_DEPTH = 16
 
 
 def drain(queue: SizeQueues, sched: Scheduler, make_room: PreemptFn | None = None,
-          larger_no_easier: bool = True, place: Place | None = None, hold: Hold | None = None) -> None:
+          larger_no_easier: bool = True, place: Place | None = None, hold: Hold | None = None,
+          search_max: int = NO_LIMIT) -> None:
     """Start jobs from ``queue`` in key order without head-of-line blocking.
 
     A job that does not fit asks ``make_room(j)`` to preempt for it (which returns True when
@@ -122,6 +123,9 @@ def drain(queue: SizeQueues, sched: Scheduler, make_room: PreemptFn | None = Non
     those nodes. Without preemption, only jobs that would fit but for the reservation are
     passed over, at most ``BACKFILL_DEPTH`` of them; then the nodes close for the rest of the
     scan.
+
+    ``make_room`` refuses jobs of more than ``search_max`` GPUs (the caller says so), so such
+    a size is tried only while it could fit.
     """
     cluster = sched.cluster
     place = place or cluster.best_fit
@@ -131,7 +135,7 @@ def drain(queue: SizeQueues, sched: Scheduler, make_room: PreemptFn | None = Non
     passed, closed = 0, False
     kept_out: set[int] = set()  # sizes that failed while kept off the reserved nodes (room only shrinks)
     while queue.live:
-        limit = min(cap, cluster.largest_fit() + 1) if make_room is None else cap
+        limit = min(cap, max(cluster.largest_fit(), search_max if make_room else 0) + 1)
         found = queue.best_head(limit, failed)
         if found is None:
             break
