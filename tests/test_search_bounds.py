@@ -4,7 +4,9 @@
 whole nodes (a multi-node gang, or a single-node job of a whole node) cannot find enough of
 them. Here every such search is also walked in full: whenever the shortcut says "cannot",
 the walk must find no victims. The oracle tests show the same for the event logs; this test
-looks at each search, and checks that the shortcut does rule some out.
+looks at each search, and checks that the shortcut does rule some out. Likewise every
+single-node search (``Impactful._search_one_node``, which fails at once or walks only the
+unallocated and lent candidates when it can) must choose exactly what the full walk chooses.
 """
 
 from __future__ import annotations
@@ -39,7 +41,24 @@ class WalkedToo(Impactful):
         return ruled_out
 
 
-@pytest.mark.parametrize(("gpus", "per", "demand", "seed", "knobs"), [
+@dataclass
+class SearchedToo(Impactful):
+    """impactful that also walks every single-node search in full and records (what the
+    search with its shortcuts chose, what the walk chose)."""
+
+    name: ClassVar[str] = "searched-too"
+    seen: list[tuple[list[int] | None, list[int] | None]] = field(default_factory=list)
+
+    def _search_one_node(self, sched, j, avoid, boosted):
+        chosen = super()._search_one_node(sched, j, avoid, boosted)
+        judged = self.searches.judged
+        walked = choose_victims(sched, j, self.candidates(sched, j, avoid), self._approves(sched, j), avoid)
+        self.searches.judged = judged  # (the walk's verdicts must not leak into the run)
+        self.seen.append((chosen, walked))
+        return chosen
+
+
+CASES = pytest.mark.parametrize(("gpus", "per", "demand", "seed", "knobs"), [
     (64, 8, 3.0, 0, {}),
     (64, 4, 3.0, 1, {}),  # 8-GPU jobs are two-node gangs here
     (128, 8, 2.5, 2, {"gangs_preempt_every_pass": True, "max_victim_ratio": 2.0}),
@@ -49,6 +68,9 @@ class WalkedToo(Impactful):
     (64, 8, 3.0, 6, {"interactive_reserve": 0.3, "reserve_min_nodes": 1}),  # lent borrowers
 ], ids=["64x8", "64x4", "128x8-every-pass", "64x8-no-boost", "64x8-protected-unallocated",
         "64x8-reservation", "64x8-large-reserve"])
+
+
+@CASES
 def test_a_ruled_out_search_finds_no_victims_when_walked(gpus, per, demand, seed, knobs):
     config = il.SimConfig(policy="impactful", gpus=gpus, gpus_per_node=per, days=3.0, demand=demand, seed=seed,
                           policy_knobs=knobs)
@@ -59,6 +81,20 @@ def test_a_ruled_out_search_finds_no_victims_when_walked(gpus, per, demand, seed
     assert not wrong, f"searches {wrong[:5]} were ruled out but the walk found victims"
     assert any(ruled_out for ruled_out, _ in policy.seen), "the shortcut never ruled a search out"
     assert any(found for _, found in policy.seen), "no whole-node search succeeded: the case proves little"
+
+
+@CASES
+def test_a_single_node_search_chooses_what_the_full_walk_chooses(gpus, per, demand, seed, knobs):
+    """Single-node searches decided without the full walk (failing at once, or walking only
+    the unallocated and lent candidates when they make room) choose the walk's victims."""
+    config = il.SimConfig(policy="impactful", gpus=gpus, gpus_per_node=per, days=3.0, demand=demand, seed=seed,
+                          policy_knobs=knobs)
+    work = il.generate(config.generator())
+    policy = SearchedToo(**knobs)
+    il.simulate(config, trace=work.trace, budgets=work.tree, policy=policy)
+    wrong = [k for k, (chosen, walked) in enumerate(policy.seen) if chosen != walked]
+    assert not wrong, f"searches {wrong[:5]} chose {[policy.seen[k] for k in wrong[:3]]} (chosen, walked)"
+    assert any(chosen for chosen, _ in policy.seen), "no single-node search succeeded: the case proves little"
 
 
 def test_a_gang_takes_a_far_victim_that_passes_only_with_a_cousin_gone():

@@ -202,7 +202,8 @@ class FairQueues:
         later = make_room is not None and queue.sizes[-1] > preempt_max
         if searches:
             searches.judged = False
-        drain(queue, sched, make_room, larger_no_easier=not funded, place=place, hold=hold, search_max=preempt_max)
+        drain(queue, sched, make_room, larger_no_easier=not funded, place=place, hold=hold,
+              search_max=preempt_max)
         if searches and later:
             searches.judged = True
         if len(queue.live) == waiting:

@@ -6,7 +6,6 @@ import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from itertools import chain
 from typing import ClassVar
 
 from ..events import Job
@@ -306,31 +305,52 @@ class Impactful(FairShare):
             if self.hold is not None and self.hold.constrains(sched, j, False):
                 avoid = avoid | self.hold.nodes  # the nodes reserved for a gang stay out of reach
             self._reclaim = self._reclaimable(sched, j)
-            if job.n_nodes == 1 and self._fails_at_once(sched, job, avoid, boosted):
-                return self.searches.preempt(sched, j, None)
-            if job.gpus >= sched.cluster.gpus_per_node and self._too_few_clearable(sched, job, avoid, boosted):
+            if job.n_nodes == 1:
+                victims = self._search_one_node(sched, j, avoid, boosted)
+            elif self._too_few_clearable(sched, job, avoid, boosted):
                 self.searches.judged = True  # (the walk may have judged fair shares: say so)
-                return self.searches.preempt(sched, j, None)
-            victims = choose_victims(sched, j, self.candidates(sched, j, avoid), self._approves(sched, j), avoid)
+            else:
+                victims = choose_victims(sched, j, self.candidates(sched, j, avoid), self._approves(sched, j),
+                                         avoid)
         return self.searches.preempt(sched, j, victims, partial(self.why, sched, j))
 
-    def _fails_at_once(self, sched: Scheduler, job: Job, avoid: frozenset[int], boosted: bool) -> bool:
-        """True if the search for single-node ``job`` must fail: it cannot free room at all, or
-        the unallocated jobs (and, for debug work, the borrowers of the reserve) it may preempt
-        do not free enough on any node and no side's smallest victim passes the fair swap, so
-        that no funded victim is ever accepted (those first candidates free no funded GPUs, so
-        they change no swap). This is the usual failed search, decided as ``candidates`` and
-        ``walk_one`` would (with the same side effects), without building the walk (a quarter
-        of the engine's time went to these on a public-trace shape: benchmarks/README.md)."""
+    def _search_one_node(self, sched: Scheduler, j: int, avoid: frozenset[int],
+                         boosted: bool) -> list[int] | None:
+        """The victims for single-node job ``j`` (None: no set makes room), as the walk of
+        ``candidates`` would choose them, with the same side effects. Most searches are decided
+        without the walk (they were a quarter of the engine's time on a public-trace shape:
+        benchmarks/README.md):
+
+        * it cannot free room at all: none;
+        * the first candidates (unallocated work and, for debug work, borrowers of the reserve)
+          make room on some node: the walk stops among them whatever their order, so its
+          victims are theirs, walked in its order;
+        * they make room nowhere and no funded victim can ever be accepted
+          (``_no_funded_victim``): none.
+
+        Not while ``j`` holds the drain: its reclaimed jobs come before the funded ones."""
+        job = sched.jobs[j]
         if not sched.cluster.could_free(job.gpus):
-            return True  # (the walk stops before drawing a candidate)
-        if self._reclaim:
-            return False
-        first = self._unfunded(sched, avoid) if self.unfunded_running else iter(())
-        if boosted and self.borrowers:
-            first = chain(first, self._lent(sched, avoid))
-        if walk_one(sched, job.gpus, first, avoid) is not None:
-            return False  # they make room on some node: the whole walk chooses the victims
+            return None  # (the walk stops before drawing a candidate)
+        if not self._reclaim:
+            # (whether they make room does not depend on their order: the cheaper one first)
+            first = walk_one(sched, job.gpus, self._first_candidates(sched, job, avoid, packed=False), avoid)
+            if first is not None and not self.pack_victims:
+                return first
+            if first is not None:
+                return walk_one(sched, job.gpus, self._first_candidates(sched, job, avoid), avoid)
+            if self._no_funded_victim(sched, job, avoid, boosted):
+                return None
+        if job.gpus >= sched.cluster.gpus_per_node and self._too_few_clearable(sched, job, avoid, boosted):
+            self.searches.judged = True  # (the walk may have judged fair shares: say so)
+            return None
+        return choose_victims(sched, j, self.candidates(sched, j, avoid), self._approves(sched, j), avoid)
+
+    def _no_funded_victim(self, sched: Scheduler, job: Job, avoid: frozenset[int], boosted: bool) -> bool:
+        """True if no funded victim could ever be accepted for single-node ``job``, once the
+        first candidates (which free no funded GPUs, so they change no swap) make room nowhere:
+        no side's smallest victim passes the fair swap with nothing freed. Then the walk would
+        still have judged fair shares if it drew a victim at all (``_judge_none_passing``)."""
         self.open.refresh(sched.now, sched.shielded)
         index, largest = self.open, self.max_victim_ratio * job.held
         reserve_too = not (avoid and avoid.issuperset(self.reserve))
@@ -450,19 +470,26 @@ class Impactful(FairShare):
         No ping-pong, judged as the walk draws them: with the funded victims handed out so far
         gone, ``j``'s side must stay no better served than the next funded victim's side."""
         started, job = sched.started_at, sched.jobs[j]
-        if self.pack_victims and job.n_nodes == 1:
-            yield from self._unfunded_packed(sched, avoid)
-        else:  # (a gang needs nodes free of protected work: the order there is the old one)
-            yield from self._unfunded(sched, avoid)
+        yield from self._first_candidates(sched, job, avoid)
         lender = self.boost and job.kind in BOOSTED_KINDS and self.borrowers
-        if lender:  # borrowers of the reserve yield to debug/interactive work at once
-            yield from self._lent(sched, avoid)
         reclaim = self._reclaim if self.drain is not None and self.drain.holder == j else frozenset()
         if reclaim:  # unprotected work on the draining nodes yields to their gang at once
             for v in sorted(reclaim, key=lambda v: (started[v], v), reverse=True):
                 if not (lender and v in self.borrowers):
                     yield v
         yield from self._funded_candidates(sched, j, avoid, bool(lender), reclaim)
+
+    def _first_candidates(self, sched: Scheduler, job: Job, avoid: frozenset[int],
+                          packed: bool = True) -> Iterator[int]:
+        """The candidates a walk draws before any funded one: unallocated work (``packed``:
+        for a single-node job with ``pack_victims``, in that order), then, for debug and
+        interactive work, the borrowers of the reserve, which yield to it at once."""
+        if packed and self.pack_victims and job.n_nodes == 1:
+            yield from self._unfunded_packed(sched, avoid)
+        elif self.unfunded_running:  # (a gang needs nodes free of protected work: the old order)
+            yield from self._unfunded(sched, avoid)
+        if self.boost and job.kind in BOOSTED_KINDS and self.borrowers:
+            yield from self._lent(sched, avoid)
 
     def _unfunded(self, sched: Scheduler, avoid: frozenset[int]) -> Iterator[int]:
         """Unallocated running jobs that may be preempted now, the most recently started first
