@@ -312,7 +312,8 @@ class Impactful(FairShare):
             else:
                 victims = choose_victims(sched, j, self.candidates(sched, j, avoid), self._approves(sched, j),
                                          avoid)
-        return self.searches.preempt(sched, j, victims, partial(self.why, sched, j))
+        reason = partial(self.why, sched, j) if victims is not None else None  # (only a success asks why)
+        return self.searches.preempt(sched, j, victims, reason)
 
     def _search_one_node(self, sched: Scheduler, j: int, avoid: frozenset[int],
                          boosted: bool) -> list[int] | None:
@@ -350,19 +351,23 @@ class Impactful(FairShare):
         """True if no funded victim could ever be accepted for single-node ``job``, once the
         first candidates (which free no funded GPUs, so they change no swap) make room nowhere:
         no side's smallest victim passes the fair swap with nothing freed. Then the walk would
-        still have judged fair shares if it drew a victim at all (``_judge_none_passing``)."""
+        still have judged fair shares if it drew a victim at all: this says so whenever a side
+        has one it may break up, drawable now or not (``Searches.judged``: a lane judged
+        without need is only scanned again at the next refresh, and fails the same way)."""
         self.open.refresh(sched.now, sched.shielded)
         index, largest = self.open, self.max_victim_ratio * job.held
         reserve_too = not (avoid and avoid.issuperset(self.reserve))
         sides = self._sides(job.leaf)
         no_better, mine_of = self.fair.no_better, self._mine_of[job.leaf]
+        judged = False
         for theirs in sides:  # (the verdicts of ``_open_sides``, without its lists)
             smallest = index.smallest(theirs, largest, reserve_too)
-            if smallest is not None and no_better(mine_of[theirs], job.held, theirs, -smallest):
-                return False  # (``_passes_alone``, inline: this loop is the usual failed search)
-        if not self.searches.judged:
-            eligible = ((theirs, index.eligible(theirs, largest, reserve_too)) for theirs in sides)
-            self._judge_none_passing(eligible, sched.now, avoid, boosted)
+            if smallest is not None:
+                if no_better(mine_of[theirs], job.held, theirs, -smallest):
+                    return False  # (``_passes_alone``, inline: this loop is the usual failed search)
+                judged = True
+        if judged:
+            self.searches.judged = True
         return True
 
     def _too_few_clearable(self, sched: Scheduler, job: Job, avoid: frozenset[int], boosted: bool) -> bool:
