@@ -257,8 +257,8 @@ def test_the_event_frame_of_a_log_has_the_values_and_dtypes_of_its_rows():
 
 def test_jobs_started_in_a_pass_move_the_search_version_only_once_time_moves_on():
     """A lane whose scan failed is skipped while the state it failed in holds. Jobs started at
-    an instant are no victims until time moves on, so a second pass at the same instant (after
-    requeued jobs join) sees the same version, and the first pass at a later instant a new one."""
+    an instant are no victims until time moves on, so a second pass at the same instant (after a
+    pass that preempted) sees the same version, and the first pass at a later instant a new one."""
     searches = Searches()
     searches.begin_pass(100.0)
     searches.changed()  # a funded job starts at 100

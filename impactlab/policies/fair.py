@@ -208,7 +208,7 @@ class FairQueues:
             searches.judged = True
         if len(queue.live) == waiting:
             # Jobs started at this instant are no victims yet: with preemption, such a scan
-            # holds only until time moves on (the same pass again after requeued jobs join).
+            # holds for this instant only (a pass that preempted is followed by another one).
             fresh = make_room is not None and sched.last_start_s >= sched.now
             queue.stuck = (state, searches.refreshes if searches and searches.judged else None,
                            sched.now if fresh else None)

@@ -101,6 +101,8 @@ class FairShare(BasePolicy):
             # over for the reservation (at most BACKFILL_DEPTH) goes to the next one.
             self.queues.unstick(j)
             self.gate.note()
+        elif self.hold is not None and self.hold.planned_for(j):
+            self.gate.note()  # the plan made for j found no nodes; one for the next job may
 
     def on_start(self, j: int, now: float) -> None:
         """Charge a funded job's budget from now on."""

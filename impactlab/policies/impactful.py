@@ -224,10 +224,10 @@ class Impactful(FairShare):
             self.unfunded_running[j] = None
 
     def dequeue(self, j: int, now: float) -> None:
-        """A withdrawn job leaves its queue; if it held the drain, the next pass drains for
-        another gang."""
+        """A withdrawn job leaves its queue; if it held the drain (or the drain was planned for
+        it and found no nodes), the next pass plans the drain for another gang."""
         super().dequeue(j, now)
-        if self.drain is not None and j == self.drain.holder:
+        if self.drain is not None and (j == self.drain.holder or self.drain.planned_for(j)):
             self.gate.note()
 
     def on_stop(self, j: int, now: float) -> None:

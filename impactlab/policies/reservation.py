@@ -67,6 +67,11 @@ class Hold:
             if found is not None:
                 self.holder, (self.start_s, self.nodes) = holder, found
 
+    def planned_for(self, j: int) -> bool:
+        """Whether the current plan was made for job ``j``, nodes found or not (if ``j``
+        leaves the queue, the next plan is made for another job)."""
+        return self._key is not None and self._key[0] == j
+
     def _soonest(self, sched: Scheduler, gpus: int) -> tuple[float, frozenset[int]] | None:
         """The first release after which a gang of ``gpus`` fits by best fit, and its nodes."""
         cluster, jobs, nodes_of = sched.cluster, sched.jobs, sched.nodes
