@@ -478,15 +478,14 @@ def test_a_withdrawn_job_the_plans_were_made_for_wakes_the_next_pass():
     assert (log.event == "withdraw").any() and (log.event == "preempt").any()
 
 
-@pytest.mark.xfail(strict=True, reason="known bug, found by a fuzzer in stop 26: see the docstring")
 def test_a_size_is_not_skipped_for_jobs_the_reservation_keeps_off_its_nodes():
-    """Found by a fuzzer (a review of stop 26); not fixed yet. With a backfill reservation,
-    ``queues.drain`` skips the rest of a job size once one job of it fails to find victims.
+    """Found by a fuzzer (a review of stop 26). With a backfill reservation, ``queues.drain``
+    skipped the rest of a job size once one job of it failed to find victims.
     At 11,578 s j047 (lane a2, 4 GPUs, free to use the reserved nodes) fails: its walk draws
     j033 first, after which j064 fails the fair swap. j001, behind it in the same lane and
     size, must stay off the reserved nodes {0, 2}, so its walk passes over j033 and takes j064:
-    the oracle preempts j064 for j001, the fast pass never asks. A failure of a job that may use
-    the reserved nodes does not imply one for a job kept off them."""
+    the oracle preempts j064 for j001, the fast pass never asked. A failure of a job that may
+    use the reserved nodes does not imply one for a job kept off them."""
     trace = pd.read_csv(FIXTURES / "oracle_size_skip_with_reservation.csv")
     tree = BudgetTree.from_dict({"name": "root", "children": [
         {"name": "A", "share": 1, "children": [

@@ -134,6 +134,7 @@ def drain(queue: SizeQueues, sched: Scheduler, make_room: PreemptFn | None = Non
     aside: list[tuple[Key, int]] = []
     passed, closed = 0, False
     kept_out: set[int] = set()  # sizes that failed while kept off the reserved nodes (room only shrinks)
+    free_failed: set[int] = set()  # sizes whose search failed for a job free to use the reserved nodes
     while queue.live:
         limit = min(cap, max(cluster.largest_fit(), search_max if make_room else 0) + 1)
         found = queue.best_head(limit, failed)
@@ -142,6 +143,10 @@ def drain(queue: SizeQueues, sched: Scheduler, make_room: PreemptFn | None = Non
         key, gpus = found
         j = key[-1]
         held = hold is not None and hold.constrains(sched, j, closed)
+        if not held and gpus in free_failed:  # its search is the one that failed: pass it over
+            queue.pop(gpus)
+            aside.append((key, gpus))
+            continue
         avoid = hold.nodes if held else NOTHING  # type: ignore[union-attr]
         # (every placement is a best fit, which cannot succeed above the largest free block)
         nodes = None if (held and gpus in kept_out) or gpus > cluster.largest_fit() else place(gpus, avoid)
@@ -151,6 +156,7 @@ def drain(queue: SizeQueues, sched: Scheduler, make_room: PreemptFn | None = Non
             cap = NO_LIMIT  # victims may have freed more than this job takes
             failed.clear()
             kept_out.clear()
+            free_failed.clear()
         if nodes is None:
             if held and not closed:  # (without preemption, the limit says it would fit)
                 kept_out.add(gpus)
@@ -161,6 +167,13 @@ def drain(queue: SizeQueues, sched: Scheduler, make_room: PreemptFn | None = Non
                     closed = passed >= BACKFILL_DEPTH
             elif larger_no_easier:
                 cap = gpus
+            elif make_room is not None and hold is not None and hold.holder >= 0:
+                # A job of this size kept off the reserved nodes walks the victims in another
+                # order (it passes over those there), so it may still succeed: only the jobs
+                # free to use them are passed over from now on.
+                free_failed.add(gpus)
+                queue.pop(gpus)
+                aside.append((key, gpus))
             else:
                 failed.add(gpus)
             continue
