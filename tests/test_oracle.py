@@ -456,6 +456,16 @@ def test_a_wrong_pass_changes_the_log_so_the_comparison_can_fail(
     assert not bad.equals(right)
 
 
+def fuzzer_tree(shares: dict[str, int]) -> BudgetTree:
+    """The budget tree of the fuzzer's cases (A over A1 (a1, a2) and a3; B over b1 and b2; c1),
+    with the shares it drew."""
+    def node(name: str, *children: dict) -> dict:
+        return {"name": name, "share": shares[name], **({"children": list(children)} if children else {})}
+
+    return BudgetTree.from_dict({"name": "root", "children": [
+        node("A", node("A1", node("a1"), node("a2")), node("a3")), node("B", node("b1"), node("b2")), node("c1")]})
+
+
 def test_a_withdrawn_job_the_plans_were_made_for_wakes_the_next_pass():
     """Found by a fuzzer (a review of stop 26). The backfill reservation and the drain were both
     planned for j049 at 23,750 s and found no nodes, then j049 withdrew. The fast pass took the
@@ -463,12 +473,7 @@ def test_a_withdrawn_job_the_plans_were_made_for_wakes_the_next_pass():
     again for the next jobs at once and preempted 30 s earlier. Now a withdrawal of the job a
     plan was made for is news even when the plan found no nodes."""
     trace = pd.read_csv(FIXTURES / "oracle_withdrawn_plan_candidate.csv")
-    tree = BudgetTree.from_dict({"name": "root", "children": [
-        {"name": "A", "share": 2, "children": [
-            {"name": "A1", "share": 2, "children": [{"name": "a1", "share": 1}, {"name": "a2", "share": 3}]},
-            {"name": "a3", "share": 1}]},
-        {"name": "B", "share": 1, "children": [{"name": "b1", "share": 4}, {"name": "b2", "share": 4}]},
-        {"name": "c1", "share": 3}]})
+    tree = fuzzer_tree({"A": 2, "A1": 2, "a1": 1, "a2": 3, "a3": 1, "B": 1, "b1": 4, "b2": 4, "c1": 3})
     knobs = {"backfill_reservation": True, "gangs_preempt_every_pass": True, "pack_victims": False,
              "max_victim_ratio": 2.0, "interactive_reserve": 0.0, "reserve_min_nodes": 1, "cap_hours": 0.25,
              "boost_interactive": False, "refresh_s": 300.0, "window_days": 0.1}
@@ -487,12 +492,7 @@ def test_a_size_is_not_skipped_for_jobs_the_reservation_keeps_off_its_nodes():
     the oracle preempts j064 for j001, the fast pass never asked. A failure of a job that may
     use the reserved nodes does not imply one for a job kept off them."""
     trace = pd.read_csv(FIXTURES / "oracle_size_skip_with_reservation.csv")
-    tree = BudgetTree.from_dict({"name": "root", "children": [
-        {"name": "A", "share": 1, "children": [
-            {"name": "A1", "share": 4, "children": [{"name": "a1", "share": 3}, {"name": "a2", "share": 2}]},
-            {"name": "a3", "share": 1}]},
-        {"name": "B", "share": 1, "children": [{"name": "b1", "share": 4}, {"name": "b2", "share": 4}]},
-        {"name": "c1", "share": 3}]})
+    tree = fuzzer_tree({"A": 1, "A1": 4, "a1": 3, "a2": 2, "a3": 1, "B": 1, "b1": 4, "b2": 4, "c1": 3})
     knobs = {"backfill_reservation": True, "protect_unallocated": True, "gangs_preempt_every_pass": True,
              "drain_for_gangs": False, "max_victim_ratio": 1.0, "interactive_reserve": 0.0, "reserve_min_nodes": 1,
              "cap_hours": 0.5, "boost_interactive": False, "refresh_s": 300.0, "window_days": 0.1}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from typing import ClassVar
@@ -336,10 +336,10 @@ class Impactful(FairShare):
         if not self._reclaim:
             # (whether they make room does not depend on their order: the cheaper one first)
             first = walk_one(sched, job.gpus, self._first_candidates(sched, job, avoid, packed=False), avoid)
-            if first is not None and not self.pack_victims:
-                return first
+            if first is not None and self.pack_victims:  # (the walk takes them in another order)
+                first = walk_one(sched, job.gpus, self._first_candidates(sched, job, avoid), avoid)
             if first is not None:
-                return walk_one(sched, job.gpus, self._first_candidates(sched, job, avoid), avoid)
+                return first
             if self._no_funded_victim(sched, job, avoid, boosted):
                 return None
         if job.gpus >= sched.cluster.gpus_per_node and self._too_few_clearable(sched, job, avoid, boosted):
@@ -519,13 +519,12 @@ class Impactful(FairShare):
             if started[v] < now and not (avoid and avoid.issuperset(nodes[v])):
                 yield v
 
-    def _judge_none_passing(self, sides: Iterable[tuple[int, list[tuple[int, bool]]]], now: float,
+    def _judge_none_passing(self, sides: list[tuple[int, list[tuple[int, bool]], bool]], now: float,
                             avoid: frozenset[int], lender: bool) -> None:
         """With no side passing the swap, the walk would still have drawn (and judged) a victim
-        if one is drawable: then a refresh may change the verdict (``Searches.judged``).
-        ``sides`` gives (side, its eligible sizes); it is read only up to the first drawable."""
+        if one is drawable: then a refresh may change the verdict (``Searches.judged``)."""
         if not self.searches.judged and any(self._drawable([(side, size) for size in sizes], now, avoid, lender)
-                                            for side, sizes in sides):
+                                            for side, sizes, _ in sides):
             self.searches.judged = True
 
     def _funded_candidates(self, sched: Scheduler, j: int, avoid: frozenset[int], lender: bool,
@@ -542,7 +541,7 @@ class Impactful(FairShare):
         if not any(passes.values()):
             # No victim passes the swap while nothing is freed, so none is ever accepted (the
             # usual failed search): skip the walk, keeping its one side effect.
-            self._judge_none_passing(((side, sizes) for side, sizes, _ in sides), now, avoid, lender)
+            self._judge_none_passing(sides, now, avoid, lender)
             return
         groups: dict[float, list[tuple[int, tuple[int, bool]]]] = {}  # served -> (side, size) lists
         smallest: dict[int, int] = {}  # side -> its smallest eligible victim size
