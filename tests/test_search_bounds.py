@@ -153,3 +153,37 @@ def test_a_protected_cousin_gives_the_gang_no_relief_so_its_search_is_ruled_out(
     log = il.simulate(config, trace=rows, budgets=tree, policy=policy).events
     assert not (log.event == "preempt").any()
     assert policy.seen and all(ruled_out and not found for ruled_out, found in policy.seen)
+
+
+def test_a_cousin_that_cannot_pass_its_own_swap_gives_the_gang_no_relief():
+    # A (share 4: 0.8) over a1 (share 1: 0.1 of the root) and a2 (share 7: 0.7); B (share 1:
+    # 0.2) over b1. Four nodes of 8 (32 GPUs), window 10,000 s, ranking refreshed every 100 s,
+    # no drain. w_a1 (a1, protected) and v_a2 (a2) run 8 GPUs from 0; v_b1 and v_b2 (b1) 8 GPUs
+    # from 7000; the gang j (a1, 16 GPUs) arrives at 9000 and searches at 9000 and 9100. At
+    # 9000, over 32 GPUs x 10,000 s: a1 and a2 used 0.225 each, A 0.45, B 0.1. The nodes that
+    # could be cleared hold v_a2, v_b1 and v_b2, one each:
+    #   v_a2 (split a1 | a2): a1 with j (0.225 + 24/32) / 0.1 = 9.75 > a2 after (0.225 + 0) / 0.7
+    #   = 0.32, so v_a2 is never taken, and it frees nothing under A;
+    #   v_b1, v_b2 (split A | B): A with j (0.45 + 32/32) / 0.8 = 1.81 > B after (0.1 + 8/32) /
+    #   0.2 = 1.75 (at 9100, 1.82 > 1.78): neither is taken, and the gang cannot start.
+    # Counting v_a2's open GPUs as relief, A would be at (0.45 + 24/32) / 0.8 = 1.5 <= 1.75 and
+    # the shortcut would walk. But a2 can lose nothing and still pass a1's swap (a1 at 9.75
+    # against a2's 0.32 before it loses any), so it gives no relief, and the shortcut rules
+    # every search out.
+    tree = il.BudgetTree.from_dict({"name": "root", "children": [
+        {"name": "A", "share": 4, "children": [{"name": "a1", "share": 1}, {"name": "a2", "share": 7}]},
+        {"name": "B", "share": 1, "children": [{"name": "b1", "share": 1}]}]})
+    rows = pd.DataFrame([
+        {"job_id": job_id, "submit_s": submit_s, "project": project, "gpus": gpus, "duration_s": 100_000.0,
+         "kind": "training", "min_runtime_s": min_runtime_s, "checkpoint_s": 0.0}
+        for job_id, submit_s, project, gpus, min_runtime_s in [
+            ("w_a1", 0.0, "a1", 8, 100_000.0), ("v_a2", 0.0, "a2", 8, 0.0),
+            ("v_b1", 7000.0, "b1", 8, 0.0), ("v_b2", 7000.0, "b1", 8, 0.0), ("j", 9000.0, "a1", 16, 0.0)]])
+    knobs = {"window_days": 10_000 / DAY_S, "refresh_s": 100.0, "drain_for_gangs": False,
+             "interactive_reserve": 0.0, "cap_hours": 48.0}
+    config = il.SimConfig(policy="impactful", gpus=32, days=9150.0 / DAY_S, warmup_days=0.0, policy_knobs=knobs,
+                          **INSTANT)
+    policy = WalkedToo(**knobs)
+    log = il.simulate(config, trace=rows, budgets=tree, policy=policy).events
+    assert not (log.event == "preempt").any()
+    assert len(policy.seen) == 2 and all(ruled_out and not found for ruled_out, found in policy.seen)

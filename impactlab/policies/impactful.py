@@ -373,24 +373,21 @@ class Impactful(FairShare):
     def _too_few_clearable(self, sched: Scheduler, job: Job, avoid: frozenset[int], boosted: bool) -> bool:
         """True if fewer nodes than ``job`` needs whole (it takes whole nodes) could be cleared by
         any walk: such a node holds no protected GPU, is not in ``avoid``, and every job on it
-        could be drawn and accepted. A funded job passes this test only if it passes the fair
-        swap with the most relief the walk could give ``job``'s side: every open (preemptible)
-        funded GPU under that side but outside ``job``'s leaf taken away (only a funded victim,
-        which the walk draws from the open index, from a cousin leaf frees GPUs there;
-        ``freed`` on the victim's side only makes the swap harder). So the test never rules out
+        could be drawn and accepted, those of each fair-share side together taking at most
+        what any walk could take from that side (``_side_room``). So the test never rules out
         a search that can succeed. It reads the jobs of the nodes without protected work only,
         and stops at the first one that fails."""
         need, now = job.n_nodes, sched.now
         started, shielded, jobs, on_node = sched.started_at, sched.shielded, sched.jobs, sched.on_node
-        fair, leaf, largest = self.fair, job.leaf, self.max_victim_ratio * job.held
-        self.open.refresh(now, shielded)  # (the relief counts the open jobs as of now)
-        open_gpus = self.open.gpus
+        split, leaf, largest = self.fair.split, job.leaf, self.max_victim_ratio * job.held
+        self.open.refresh(now, shielded)  # (the room counts the open jobs as of now)
+        room = self._side_room(job)
         lent = self.borrowers if boosted else ()
         reclaim = self._reclaim
-        verdicts: dict[tuple[int, int], bool] = {}  # a funded victim's (leaf, GPUs) -> may it be accepted
         for n in sched.cluster.unshielded:
             if n in avoid:
                 continue
+            taken: dict[int, int] = {}  # side -> GPUs its jobs on n hold
             for v in on_node[n]:
                 if started[v] >= now or shielded[v]:
                     break
@@ -399,19 +396,39 @@ class Impactful(FairShare):
                     continue
                 if victim.leaf == leaf or victim.held > largest:
                     break
-                key = (victim.leaf, victim.held)
-                ok = verdicts.get(key)
-                if ok is None:
-                    mine, theirs = fair.split(leaf, victim.leaf)  # type: ignore[misc]
-                    relief = open_gpus.get(mine, 0) - open_gpus.get(leaf, 0) if mine != leaf else 0
-                    ok = verdicts[key] = fair.no_better(mine, job.held - relief, theirs, -victim.held)
-                if not ok:
+                theirs = split(leaf, victim.leaf)[1]  # type: ignore[index]
+                gpus = taken.get(theirs, 0) + victim.held
+                if gpus > room[theirs]:
                     break
+                taken[theirs] = gpus
             else:
                 need -= 1
                 if not need:
                     return False
         return True
+
+    def _side_room(self, job: Job) -> dict[int, float]:
+        """For each side of ``job``'s splits, the most funded GPUs a walk for ``job`` could take
+        from it, as of now. The walk takes a victim from side ``s`` (split off below ``mine``,
+        on ``job``'s path) only if ``served(mine, held - freed under mine) <= served(s, -taken
+        from s)``, the victim included. Only victims from the sides of deeper splits free GPUs
+        under ``mine``, so the bound is built from the leaf up: the relief under ``mine`` is at
+        most what its deeper sides can give (each at most the GPUs it holds open,
+        ``OpenVictims.gpus``); with that relief the left side is at least ``served(mine, held -
+        relief)``, which caps what ``s`` can lose. (A small margin covers rounding: more room
+        only rules out fewer searches.)"""
+        fair, open_gpus, tree = self.fair, self.open.gpus, self.ctx.tree
+        alloc, used, fraction, capacity = fair.alloc, fair._used, fair.fraction, fair.capacity
+        path, margin = fair.paths[job.leaf], 1e-9 * (capacity + 1)
+        room: dict[int, float] = {}
+        relief = 0.0  # the most a walk could free under ``mine``
+        for up, mine in zip(path[-2::-1], path[:0:-1]):  # (parent, child) pairs from the leaf up
+            least = fair.served(mine, job.held - relief)  # the least mine's side is served during a walk
+            sides = [side for side in tree.children[up] if side != mine]
+            for side in sides:
+                room[side] = alloc[side] + capacity * (used[side] - least * fraction[side]) + margin
+            relief += sum(max(0.0, min(open_gpus.get(side, 0), room[side])) for side in sides)
+        return room
 
     def why(self, sched: Scheduler, j: int, v: int) -> str:
         """Why victim ``v`` yields to job ``j``: it is unallocated, it borrows the reserve ``j``
