@@ -41,6 +41,7 @@ class FairTree:
         self.paths = {leaf: ctx.tree.path(leaf) for leaf in ctx.tree.leaves}
         self.order: list[int] = list(ctx.tree.leaves)
         self._splits: dict[tuple[int, int], tuple[int, int] | None] = {}
+        self._levels: dict[int, list[tuple[int, list[int]]]] = {}  # leaf -> ``levels``
         self.next_refresh = 0.0
 
     def charge(self, job: Job, now: float, sign: int) -> None:
@@ -70,6 +71,41 @@ class FairTree:
         alloc, used, fraction, capacity = self.alloc, self._used, self.fraction, self.capacity
         return ((used[mine] + (alloc[mine] + mine_delta) / capacity) / fraction[mine]
                 <= (used[theirs] + (alloc[theirs] + theirs_delta) / capacity) / fraction[theirs])
+
+    def most_taken(self, leaf: int, held: int, open_gpus: dict[int, int]) -> dict[int, float]:
+        """For each side of a split between ``leaf`` and another leaf, the most GPUs a victim
+        walk for a job of ``held`` GPUs under ``leaf`` could take from it, as of now, when each
+        budget node holds ``open_gpus`` in jobs that may be taken.
+
+        The walk takes a victim from side ``s`` (split off below ``mine``, on the leaf's path)
+        only if ``served(mine, held - freed under mine) <= served(s, -taken from s)``, the victim
+        included. Only victims from the sides of deeper splits free GPUs under ``mine``, so the
+        bound is built from the leaf up: what is freed under ``mine`` is at most what its deeper
+        sides can give (each at most its ``open_gpus`` and at most what it can lose itself);
+        with that much freed, ``mine`` is at least ``served(mine, held - freed)``, which caps
+        what ``s`` can lose. (A small margin covers rounding: a larger bound is never wrong.)"""
+        alloc, used, fraction, capacity = self.alloc, self._used, self.fraction, self.capacity
+        margin = 1e-9 * (capacity + 1)
+        room: dict[int, float] = {}
+        freed = 0.0  # the most a walk could free under ``mine``
+        for mine, sides in self.levels(leaf):
+            least = (used[mine] + (alloc[mine] + held - freed) / capacity) / fraction[mine]  # (``served``)
+            for side in sides:
+                can_lose = room[side] = alloc[side] + capacity * (used[side] - least * fraction[side]) + margin
+                gpus = open_gpus.get(side, 0)
+                if gpus > 0 and can_lose > 0:
+                    freed += gpus if gpus < can_lose else can_lose
+        return room
+
+    def levels(self, leaf: int) -> list[tuple[int, list[int]]]:
+        """(node on ``leaf``'s path, the other children of its parent) for each node below the
+        root, from the leaf up (cached; the tree does not change)."""
+        levels = self._levels.get(leaf)
+        if levels is None:
+            children, path = self.tree.children, self.paths[leaf]
+            levels = self._levels[leaf] = [(mine, [c for c in children[up] if c != mine])
+                                           for up, mine in zip(path[-2::-1], path[:0:-1])]
+        return levels
 
     def why(self, mine: int, theirs: int) -> str:
         """Why a job under ``theirs`` yields to one under ``mine`` (the two sides of their lowest

@@ -374,14 +374,15 @@ class Impactful(FairShare):
         """True if fewer nodes than ``job`` needs whole (it takes whole nodes) could be cleared by
         any walk: such a node holds no protected GPU, is not in ``avoid``, and every job on it
         could be drawn and accepted, those of each fair-share side together taking at most
-        what any walk could take from that side (``_side_room``). So the test never rules out
+        what any walk could take from that side (``FairTree.most_taken``, with the GPUs each
+        budget node holds in preemptible jobs, ``OpenVictims.gpus``). So the test never rules out
         a search that can succeed. It reads the jobs of the nodes without protected work only,
         and stops at the first one that fails."""
         need, now = job.n_nodes, sched.now
         started, shielded, jobs, on_node = sched.started_at, sched.shielded, sched.jobs, sched.on_node
         split, leaf, largest = self.fair.split, job.leaf, self.max_victim_ratio * job.held
         self.open.refresh(now, shielded)  # (the room counts the open jobs as of now)
-        room = self._side_room(job)
+        room = self.fair.most_taken(leaf, job.held, self.open.gpus)
         lent = self.borrowers if boosted else ()
         reclaim = self._reclaim
         for n in sched.cluster.unshielded:
@@ -406,29 +407,6 @@ class Impactful(FairShare):
                 if not need:
                     return False
         return True
-
-    def _side_room(self, job: Job) -> dict[int, float]:
-        """For each side of ``job``'s splits, the most funded GPUs a walk for ``job`` could take
-        from it, as of now. The walk takes a victim from side ``s`` (split off below ``mine``,
-        on ``job``'s path) only if ``served(mine, held - freed under mine) <= served(s, -taken
-        from s)``, the victim included. Only victims from the sides of deeper splits free GPUs
-        under ``mine``, so the bound is built from the leaf up: the relief under ``mine`` is at
-        most what its deeper sides can give (each at most the GPUs it holds open,
-        ``OpenVictims.gpus``); with that relief the left side is at least ``served(mine, held -
-        relief)``, which caps what ``s`` can lose. (A small margin covers rounding: more room
-        only rules out fewer searches.)"""
-        fair, open_gpus, tree = self.fair, self.open.gpus, self.ctx.tree
-        alloc, used, fraction, capacity = fair.alloc, fair._used, fair.fraction, fair.capacity
-        path, margin = fair.paths[job.leaf], 1e-9 * (capacity + 1)
-        room: dict[int, float] = {}
-        relief = 0.0  # the most a walk could free under ``mine``
-        for up, mine in zip(path[-2::-1], path[:0:-1]):  # (parent, child) pairs from the leaf up
-            least = fair.served(mine, job.held - relief)  # the least mine's side is served during a walk
-            sides = [side for side in tree.children[up] if side != mine]
-            for side in sides:
-                room[side] = alloc[side] + capacity * (used[side] - least * fraction[side]) + margin
-            relief += sum(max(0.0, min(open_gpus.get(side, 0), room[side])) for side in sides)
-        return room
 
     def why(self, sched: Scheduler, j: int, v: int) -> str:
         """Why victim ``v`` yields to job ``j``: it is unallocated, it borrows the reserve ``j``
