@@ -27,7 +27,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 #: The traces, as (jobs, GPUs) of the public shape, or the default scenario.
-TRACES = {"public": (20_000, 512), "small": (8_000, 256), "default": None}
+TRACES = {"public": (20_000, 512), "small": (8_000, 256), "wide": (20_000, 1024), "default": None}
 
 RUN = """
 import sys

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from itertools import chain
 from dataclasses import dataclass
 from functools import partial
 from typing import ClassVar
@@ -333,9 +334,11 @@ class Impactful(FairShare):
         job = sched.jobs[j]
         if not sched.cluster.could_free(job.gpus):
             return None  # (the walk stops before drawing a candidate)
+        walked: tuple[dict[int, int], list[int]] | None = None  # the first candidates' walk, if it failed
         if not self._reclaim:
             # (whether they make room does not depend on their order: the cheaper one first)
-            first = walk_one(sched, job.gpus, self._first_candidates(sched, job, avoid, packed=False), avoid)
+            walked = ({}, [])
+            first = walk_one(sched, job.gpus, self._first_candidates(sched, job, avoid, packed=False), avoid, *walked)
             if first is not None and self.pack_victims:  # (the walk takes them in another order)
                 first = walk_one(sched, job.gpus, self._first_candidates(sched, job, avoid), avoid)
             if first is not None:
@@ -345,7 +348,21 @@ class Impactful(FairShare):
         if job.gpus >= sched.cluster.gpus_per_node and self._too_few_clearable(sched, job, avoid, boosted):
             self.searches.judged = True  # (the walk may have judged fair shares: say so)
             return None
-        return choose_victims(sched, j, self.candidates(sched, j, avoid), self._approves(sched, j), avoid)
+        if walked is None:
+            return choose_victims(sched, j, self.candidates(sched, j, avoid), self._approves(sched, j), avoid)
+        # The walk goes on from where the first candidates left it: in any order they make room
+        # nowhere, so it reaches the funded ones with the same room. If it succeeds, its victims
+        # are trimmed from the walk's own order: the first candidates in that order (packed, if
+        # asked), then the funded ones it drew.
+        room, accepted = walked
+        first_drawn = len(accepted)
+        lender = self.boost and job.kind in BOOSTED_KINDS and bool(self.borrowers)
+        if walk_one(sched, job.gpus, self._funded_candidates(sched, j, avoid, lender), avoid, room, accepted) is None:
+            return None
+        first_candidates = self._first_candidates(sched, job, avoid) if self.pack_victims else accepted[:first_drawn]
+        victims = walk_one(sched, job.gpus, chain(first_candidates, accepted[first_drawn:]), avoid)
+        assert victims is not None  # (the same room, drawn in another order)
+        return victims if self._approves(sched, j)(victims) else None
 
     def _no_funded_victim(self, sched: Scheduler, job: Job, avoid: frozenset[int], boosted: bool) -> bool:
         """True if no funded victim could ever be accepted for single-node ``job``, once the

@@ -58,13 +58,18 @@ def _walk(sched: Scheduler, j: int, candidates: Iterable[int], avoid: frozenset[
     return None
 
 
-def walk_one(sched: Scheduler, need: int, candidates: Iterable[int], avoid: frozenset[int]) -> list[int] | None:
+def walk_one(sched: Scheduler, need: int, candidates: Iterable[int], avoid: frozenset[int],
+             room: dict[int, int] | None = None, accepted: list[int] | None = None) -> list[int] | None:
     """``_walk`` for a single-node job of ``need`` GPUs: the first node with room wins (None:
-    the candidates make room nowhere). It trims
-    as ``_trim`` does, for one node, inline (calling ``_trim`` costs 3% of an impactful run)."""
+    the candidates make room nowhere). It trims as ``_trim`` does, for one node, inline
+    (calling ``_trim`` costs 3% of an impactful run).
+
+    ``room`` (free GPUs per node once the accepted victims are gone, for the nodes they touch)
+    and ``accepted`` (in walk order), if given, are the state of a walk that went before and
+    found room nowhere: this one goes on from there, and updates them."""
     jobs, nodes_of, free = sched.jobs, sched.nodes, sched.cluster.free
-    room: dict[int, int] = {}  # free GPUs per node once the accepted victims are gone
-    accepted: list[int] = []
+    room = {} if room is None else room
+    accepted = [] if accepted is None else accepted
     for v in candidates:
         accepted.append(v)
         share = jobs[v].per_node
