@@ -2,6 +2,7 @@
 
     python benchmarks/bounds.py                          # public shape (20,000 jobs, 512 GPUs) and default scenario
     python benchmarks/bounds.py --traces public --repeat 3
+    python benchmarks/bounds.py --traces whole --jobs 1000000 --gpus 1024 --repeat 1   # bench_scale's million
 
 Issue 14 asks impactful to run within 3x fifo's time on the same trace, with every event log
 unchanged. This measures how close any exact speed-up could come. One run of impactful
@@ -36,6 +37,7 @@ import pandas as pd
 import impactlab as il
 from impactlab.engine import Engine
 from impactlab.policies.impactful import Impactful
+from impactlab.workload import trace_span_days
 
 from log_hashes import digest
 from realtrace import public_shape
@@ -143,13 +145,16 @@ def free_pass(rec: Recording) -> contextlib.AbstractContextManager[None]:
     return patched(Engine, "_pass", one_pass)
 
 
-def traces(names: list[str]) -> Iterator[tuple[str, il.SimConfig, pd.DataFrame, il.BudgetTree]]:
-    """(name, impactful's config, trace, budget tree) of each asked trace."""
+def traces(names: list[str], jobs: int, gpus: int) -> Iterator[tuple[str, il.SimConfig, pd.DataFrame, il.BudgetTree]]:
+    """(name, impactful's config, trace, budget tree) of each asked trace: the public shape
+    (``jobs`` on ``gpus``, 14 days as ``bench_realtrace.py`` runs it, or its whole span as
+    ``bench_scale.py`` does when ``whole``), or the default scenario."""
     for name in names:
-        if name == "public":
-            trace, tree = public_shape(20_000, 512, 0)
-            yield "public shape, 20000 jobs, 512 GPUs, 14 d", il.SimConfig(
-                gpus=512, days=14, warmup_days=0.0, policy="impactful"), trace, tree
+        if name in ("public", "whole"):
+            trace, tree = public_shape(jobs, gpus, 0)
+            days = trace_span_days(trace) if name == "whole" else 14
+            yield f"public shape, {jobs} jobs, {gpus} GPUs, {days:.0f} d", il.SimConfig(
+                gpus=gpus, days=days, warmup_days=0.0, policy="impactful"), trace, tree
         else:
             config = il.SimConfig(policy="impactful")
             work = il.generate(config.generator())
@@ -200,10 +205,13 @@ def markdown(rows: list[dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--traces", nargs="*", choices=("public", "default"), default=["public", "default"])
+    parser.add_argument("--traces", nargs="*", choices=("public", "whole", "default"), default=["public", "default"],
+                        help="public: the public shape over 14 days; whole: over its whole span")
+    parser.add_argument("--jobs", type=int, default=20_000, help="jobs of the public shape")
+    parser.add_argument("--gpus", type=int, default=512, help="GPUs of the public shape")
     parser.add_argument("--repeat", type=int, default=2, help="runs of each (best is kept)")
     args = parser.parse_args()
-    rows = [row for name, config, trace, tree in traces(args.traces)
+    rows = [row for name, config, trace, tree in traces(args.traces, args.jobs, args.gpus)
             for row in bench(name, config, trace, tree, args.repeat)]
     print(markdown(rows))
 

@@ -94,7 +94,7 @@ class FairTree:
                 can_lose = room[side] = alloc[side] + capacity * (used[side] - least * fraction[side]) + margin
                 gpus = open_gpus.get(side, 0)
                 if gpus > 0 and can_lose > 0:
-                    freed += gpus if gpus < can_lose else can_lose
+                    freed += min(gpus, can_lose)
         return room
 
     def levels(self, leaf: int) -> list[tuple[int, list[int]]]:

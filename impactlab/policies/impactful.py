@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from itertools import chain
 from dataclasses import dataclass
 from functools import partial
+from itertools import chain
 from typing import ClassVar
 
 from ..events import Job
