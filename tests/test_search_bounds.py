@@ -187,3 +187,54 @@ def test_a_cousin_that_cannot_pass_its_own_swap_gives_the_gang_no_relief():
     log = il.simulate(config, trace=rows, budgets=tree, policy=policy).events
     assert not (log.event == "preempt").any()
     assert len(policy.seen) == 2 and all(ruled_out and not found for ruled_out, found in policy.seen)
+
+
+@dataclass
+class RoomProbe(Impactful):
+    """impactful that records, at the first search of job "j" at each instant,
+    ``FairTree.most_taken`` for it by side name: {time: {side: GPUs}}."""
+
+    name: ClassVar[str] = "room-probe"
+    rooms: dict[float, dict[str, float]] = field(default_factory=dict)
+
+    def make_room(self, sched, j):
+        job = sched.jobs[j]
+        if job.job_id == "j" and sched.now not in self.rooms:
+            self.open.refresh(sched.now, sched.shielded)
+            names = self.ctx.tree.names
+            self.rooms[sched.now] = {names[side]: gpus for side, gpus in
+                                     self.fair.most_taken(job.leaf, job.held, self.open.gpus).items()}
+        return super().make_room(sched, j)
+
+
+@pytest.mark.parametrize(("shares", "rows", "gpus", "at", "expected"), [
+    # The case above: a1 (0.1) with j is served (0.225 + 24/32) / 0.1 = 9.75, so a2 (0.7, used
+    # 0.225, 8 GPUs held) can lose 8 + 32 x (0.225 - 9.75 x 0.7) < 0: no relief for A. A with j
+    # is then served (0.45 + 32/32) / 0.8 = 1.8125, and B (0.2, used 0.1, 16 held) can lose
+    # 16 + 32 x (0.1 - 1.8125 x 0.2) = 7.6 GPUs: not one 8-GPU victim.
+    ((1, 7), [("w_a1", 0.0, "a1", 8, 100_000.0), ("v_a2", 0.0, "a2", 8, 0.0), ("v_b1", 7000.0, "b1", 8, 0.0),
+              ("v_b2", 7000.0, "b1", 8, 0.0), ("j", 9000.0, "a1", 16, 0.0)], 32, 9000.0,
+     {"a2": 8 + 32 * (0.225 - 9.75 * 0.7), "B": 7.6}),
+    # The far-victim case above (16 GPUs): a1 (0.7, nothing used) with j is served 1 / 0.7, so
+    # a2 (0.1, used 8 x 3000 / 160,000 = 0.15, 8 held) can lose 8 + 16 x (0.15 - 0.1 / 0.7) =
+    # 8.11 GPUs: all its 8 open ones are relief for A. A with j, less those 8, is served (0.15 +
+    # 16/16) / 0.8 = 1.4375, and B (used 8 x 6600 / 160,000 = 0.33, 8 held) can lose 8 + 16 x
+    # (0.33 - 1.4375 x 0.2) = 8.68: one 8-GPU victim.
+    ((7, 1), [("v_b1", 0.0, "b1", 8, 0.0), ("v_a2", 3600.0, "a2", 8, 0.0), ("j", 6600.0, "a1", 16, 0.0)], 16,
+     6600.0, {"a2": 8 + 16 * (0.15 - 0.1 / 0.7), "B": 8.68}),
+], ids=["cousin-gives-nothing", "cousin-gives-all"])
+def test_what_a_walk_could_take_from_each_side_by_hand(shares, rows, gpus, at, expected):
+    tree = il.BudgetTree.from_dict({"name": "root", "children": [
+        {"name": "A", "share": 4, "children": [{"name": "a1", "share": shares[0]}, {"name": "a2", "share": shares[1]}]},
+        {"name": "B", "share": 1, "children": [{"name": "b1", "share": 1}]}]})
+    trace = pd.DataFrame([
+        {"job_id": job_id, "submit_s": submit_s, "project": project, "gpus": size, "duration_s": 100_000.0,
+         "kind": "training", "min_runtime_s": min_runtime_s, "checkpoint_s": 0.0}
+        for job_id, submit_s, project, size, min_runtime_s in rows])
+    knobs = {"window_days": 10_000 / DAY_S, "refresh_s": 100.0, "drain_for_gangs": False,
+             "interactive_reserve": 0.0, "cap_hours": 48.0}
+    config = il.SimConfig(policy="impactful", gpus=gpus, days=(at + 50.0) / DAY_S, warmup_days=0.0,
+                          policy_knobs=knobs, **INSTANT)
+    policy = RoomProbe(**knobs)
+    il.simulate(config, trace=trace, budgets=tree, policy=policy)
+    assert policy.rooms[at] == pytest.approx(expected, abs=1e-6)
