@@ -562,6 +562,7 @@ class Impactful(FairShare):
             groups.setdefault(fair.served(theirs), []).extend((theirs, size) for size in sizes)
         freed: dict[int, int] = {}  # funded GPUs taken from each tree node by the victims so far
         failed: dict[int, int] = {}  # side -> smallest size that failed since the last victim
+        mine_of, no_better, held = self._mine_of[job.leaf], fair.no_better, job.held  # (filled by _open_sides)
         for served in sorted(groups, reverse=True):
             group = groups[served]
             if not freed and not any(passes[side] for side, _ in group):
@@ -575,14 +576,16 @@ class Impactful(FairShare):
                 if avoid and avoid.issuperset(nodes[v]):
                     continue  # freeing the reserve does not help
                 victim = jobs[v]
-                if victim.held < failed.get(theirs, NO_LIMIT) and self._fair_swap(job, victim, freed, victim.held):
+                gpus, mine = victim.held, mine_of[theirs]  # (``_fair_swap``, inline: the victim is under theirs)
+                if gpus < failed.get(theirs, NO_LIMIT) and no_better(mine, held - freed.get(mine, 0), theirs,
+                                                                      -freed.get(theirs, 0) - gpus):
                     for node in fair.paths[victim.leaf]:
-                        freed[node] = freed.get(node, 0) + victim.held
+                        freed[node] = freed.get(node, 0) + gpus
                     failed.clear()
                     yield v
                     continue
                 self.searches.judged = True  # a refresh may change this verdict
-                failed[theirs] = min(failed.get(theirs, NO_LIMIT), victim.held)
+                failed[theirs] = min(failed.get(theirs, NO_LIMIT), gpus)
                 if all(failed.get(side, NO_LIMIT) <= smallest[side] for side, _ in group):
                     break  # every victim left in this group would fail too
 
