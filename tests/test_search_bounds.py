@@ -66,8 +66,9 @@ CASES = pytest.mark.parametrize(("gpus", "per", "demand", "seed", "knobs"), [
     (64, 8, 3.0, 4, {"protect_unallocated": True}),
     (64, 8, 3.0, 5, {"backfill_reservation": True}),  # nodes kept out by the reservation
     (64, 8, 3.0, 6, {"interactive_reserve": 0.3, "reserve_min_nodes": 1}),  # lent borrowers
+    (64, 8, 3.0, 7, {"pack_victims": False}),  # the first candidates in the walk's own order
 ], ids=["64x8", "64x4", "128x8-every-pass", "64x8-no-boost", "64x8-protected-unallocated",
-        "64x8-reservation", "64x8-large-reserve"])
+        "64x8-reservation", "64x8-large-reserve", "64x8-no-packing"])
 
 
 @CASES

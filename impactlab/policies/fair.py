@@ -86,16 +86,16 @@ class FairTree:
         what ``s`` can lose. (A small margin covers rounding: a larger bound is never wrong.)"""
         alloc, used, fraction, capacity = self.alloc, self._used, self.fraction, self.capacity
         margin = 1e-9 * (capacity + 1)
-        room: dict[int, float] = {}
+        can_take: dict[int, float] = {}
         freed = 0.0  # the most a walk could free under ``mine``
         for mine, sides in self.levels(leaf):
             least = (used[mine] + (alloc[mine] + held - freed) / capacity) / fraction[mine]  # (``served``)
             for side in sides:
-                can_lose = room[side] = alloc[side] + capacity * (used[side] - least * fraction[side]) + margin
+                can_lose = can_take[side] = alloc[side] + capacity * (used[side] - least * fraction[side]) + margin
                 gpus = open_gpus.get(side, 0)
                 if gpus > 0 and can_lose > 0:
                     freed += min(gpus, can_lose)
-        return room
+        return can_take
 
     def levels(self, leaf: int) -> list[tuple[int, list[int]]]:
         """(node on ``leaf``'s path, the other children of its parent) for each node below the

@@ -320,7 +320,7 @@ class Impactful(FairShare):
                          boosted: bool) -> list[int] | None:
         """The victims for single-node job ``j`` (None: no set makes room), as the walk of
         ``candidates`` would choose them, with the same side effects. Most searches are decided
-        without the walk (they were a quarter of the engine's time on a public-trace shape:
+        without the full walk (they were a quarter of the engine's time on a public-trace shape:
         benchmarks/README.md):
 
         * it cannot free room at all: none;
@@ -328,40 +328,44 @@ class Impactful(FairShare):
           make room on some node: the walk stops among them whatever their order, so its
           victims are theirs, walked in its order;
         * they make room nowhere and no funded victim can ever be accepted
-          (``_no_funded_victim``): none.
+          (``_no_funded_victim``): none;
+        * otherwise the walk of the funded candidates goes on from the room the first ones
+          left: in any order they make room nowhere, so it reaches the funded ones with the
+          same room. Only if it succeeds are its victims trimmed again from the walk's own
+          order (the first candidates packed, if asked, then the funded ones it drew).
 
         Not while ``j`` holds the drain: its reclaimed jobs come before the funded ones."""
         job = sched.jobs[j]
         if not sched.cluster.could_free(job.gpus):
             return None  # (the walk stops before drawing a candidate)
-        walked: tuple[dict[int, int], list[int]] | None = None  # the first candidates' walk, if it failed
-        if not self._reclaim:
-            # (whether they make room does not depend on their order: the cheaper one first)
-            walked = ({}, [])
-            first = walk_one(sched, job.gpus, self._first_candidates(sched, job, avoid, packed=False), avoid, *walked)
-            if first is not None and self.pack_victims:  # (the walk takes them in another order)
-                first = walk_one(sched, job.gpus, self._first_candidates(sched, job, avoid), avoid)
-            if first is not None:
-                return first
-            if self._no_funded_victim(sched, job, avoid, boosted):
+        if self._reclaim:
+            if job.gpus >= sched.cluster.gpus_per_node and self._too_few_clearable(sched, job, avoid, boosted):
+                self.searches.judged = True  # (the walk may have judged fair shares: say so)
                 return None
+            return choose_victims(sched, j, self.candidates(sched, j, avoid), self._approves(sched, j), avoid)
+        room: dict[int, int] = {}  # the state of the walk of the first candidates (unpacked)
+        accepted: list[int] = []
+        # (whether they make room does not depend on their order: the cheaper one first)
+        first = walk_one(sched, job.gpus, self._first_candidates(sched, job, avoid, packed=False), avoid,
+                         room, accepted)
+        if first is not None and self.pack_victims:  # (the walk takes them in another order)
+            first = walk_one(sched, job.gpus, self._first_candidates(sched, job, avoid), avoid)
+        if first is not None:
+            return first
+        if self._no_funded_victim(sched, job, avoid, boosted):
+            return None
         if job.gpus >= sched.cluster.gpus_per_node and self._too_few_clearable(sched, job, avoid, boosted):
             self.searches.judged = True  # (the walk may have judged fair shares: say so)
             return None
-        if walked is None:
-            return choose_victims(sched, j, self.candidates(sched, j, avoid), self._approves(sched, j), avoid)
-        # The walk goes on from where the first candidates left it: in any order they make room
-        # nowhere, so it reaches the funded ones with the same room. If it succeeds, its victims
-        # are trimmed from the walk's own order: the first candidates in that order (packed, if
-        # asked), then the funded ones it drew.
-        room, accepted = walked
         first_drawn = len(accepted)
         lender = self.boost and job.kind in BOOSTED_KINDS and bool(self.borrowers)
-        if walk_one(sched, job.gpus, self._funded_candidates(sched, j, avoid, lender), avoid, room, accepted) is None:
+        victims = walk_one(sched, job.gpus, self._funded_candidates(sched, j, avoid, lender), avoid, room, accepted)
+        if victims is None:
             return None
-        first_candidates = self._first_candidates(sched, job, avoid) if self.pack_victims else accepted[:first_drawn]
-        victims = walk_one(sched, job.gpus, chain(first_candidates, accepted[first_drawn:]), avoid)
-        assert victims is not None  # (the same room, drawn in another order)
+        if self.pack_victims:  # (the first candidates were walked unpacked)
+            first_candidates = self._first_candidates(sched, job, avoid)
+            victims = walk_one(sched, job.gpus, chain(first_candidates, accepted[first_drawn:]), avoid)
+            assert victims is not None  # (the same room, drawn in another order)
         return victims if self._approves(sched, j)(victims) else None
 
     def _no_funded_victim(self, sched: Scheduler, job: Job, avoid: frozenset[int], boosted: bool) -> bool:
@@ -398,8 +402,8 @@ class Impactful(FairShare):
         need, now = job.n_nodes, sched.now
         started, shielded, jobs, on_node = sched.started_at, sched.shielded, sched.jobs, sched.on_node
         split, leaf, largest = self.fair.split, job.leaf, self.max_victim_ratio * job.held
-        self.open.refresh(now, shielded)  # (the room counts the open jobs as of now)
-        room = self.fair.most_taken(leaf, job.held, self.open.gpus)
+        self.open.refresh(now, shielded)  # (the bound counts the open jobs as of now)
+        can_take = self.fair.most_taken(leaf, job.held, self.open.gpus)  # side -> GPUs
         lent = self.borrowers if boosted else ()
         reclaim = self._reclaim
         for n in sched.cluster.unshielded:
@@ -416,7 +420,7 @@ class Impactful(FairShare):
                     break
                 theirs = split(leaf, victim.leaf)[1]  # type: ignore[index]
                 gpus = taken.get(theirs, 0) + victim.held
-                if gpus > room[theirs]:
+                if gpus > can_take[theirs]:
                     break
                 taken[theirs] = gpus
             else:
@@ -622,14 +626,12 @@ class Impactful(FairShare):
 
     def _sides(self, leaf: int) -> list[int]:
         """The other side of every split between ``leaf`` and another leaf: the siblings of
-        each node on its path (cached; the tree does not change)."""
+        each node on its path, from the root down (cached; the tree does not change)."""
         sides = self._sides_of.get(leaf)
         if sides is None:
-            tree = self.ctx.tree
-            path = self.fair.paths[leaf]
-            sides = self._sides_of[leaf] = [c for up, mine in zip(path, path[1:])
-                                            for c in tree.children[up] if c != mine]
-            self._mine_of[leaf] = {c: mine for up, mine in zip(path, path[1:]) for c in tree.children[up] if c != mine}
+            levels = self.fair.levels(leaf)  # (from the leaf up)
+            sides = self._sides_of[leaf] = [c for _, siblings in reversed(levels) for c in siblings]
+            self._mine_of[leaf] = {c: mine for mine, siblings in levels for c in siblings}
         return sides
 
     def _approves(self, sched: Scheduler, j: int) -> Approve:
