@@ -308,11 +308,8 @@ class Impactful(FairShare):
             self._reclaim = self._reclaimable(sched, j)
             if job.n_nodes == 1:
                 victims = self._search_one_node(sched, j, avoid, boosted)
-            elif self._too_few_clearable(sched, job, avoid, boosted):
-                self.searches.judged = True  # (the walk may have judged fair shares: say so)
             else:
-                victims = choose_victims(sched, j, self.candidates(sched, j, avoid), self._approves(sched, j),
-                                         avoid)
+                victims = self._walk_all(sched, j, avoid, boosted)
         reason = partial(self.why, sched, j) if victims is not None else None  # (only a success asks why)
         return self.searches.preempt(sched, j, victims, reason)
 
@@ -339,10 +336,7 @@ class Impactful(FairShare):
         if not sched.cluster.could_free(job.gpus):
             return None  # (the walk stops before drawing a candidate)
         if self._reclaim:
-            if job.gpus >= sched.cluster.gpus_per_node and self._too_few_clearable(sched, job, avoid, boosted):
-                self.searches.judged = True  # (the walk may have judged fair shares: say so)
-                return None
-            return choose_victims(sched, j, self.candidates(sched, j, avoid), self._approves(sched, j), avoid)
+            return self._walk_all(sched, j, avoid, boosted)
         room: dict[int, int] = {}  # the state of the walk of the first candidates (unpacked)
         accepted: list[int] = []
         # (whether they make room does not depend on their order: the cheaper one first)
@@ -354,8 +348,7 @@ class Impactful(FairShare):
             return first
         if self._no_funded_victim(sched, job, avoid, boosted):
             return None
-        if job.gpus >= sched.cluster.gpus_per_node and self._too_few_clearable(sched, job, avoid, boosted):
-            self.searches.judged = True  # (the walk may have judged fair shares: say so)
+        if self._ruled_out(sched, job, avoid, boosted):
             return None
         first_drawn = len(accepted)
         lender = self.boost and job.kind in BOOSTED_KINDS and bool(self.borrowers)
@@ -367,6 +360,22 @@ class Impactful(FairShare):
             victims = walk_one(sched, job.gpus, chain(first_candidates, accepted[first_drawn:]), avoid)
             assert victims is not None  # (the same room, drawn in another order)
         return victims if self._approves(sched, j)(victims) else None
+
+    def _walk_all(self, sched: Scheduler, j: int, avoid: frozenset[int], boosted: bool) -> list[int] | None:
+        """The victims the walk of ``candidates`` chooses for ``j`` (None: none make room),
+        unless its search of whole nodes is ruled out at once."""
+        if self._ruled_out(sched, sched.jobs[j], avoid, boosted):
+            return None
+        return choose_victims(sched, j, self.candidates(sched, j, avoid), self._approves(sched, j), avoid)
+
+    def _ruled_out(self, sched: Scheduler, job: Job, avoid: frozenset[int], boosted: bool) -> bool:
+        """True if ``job`` takes whole nodes and too few could be cleared
+        (``_too_few_clearable``). The walk this spares might have judged fair shares, so
+        ``Searches.judged`` says so."""
+        if job.gpus < sched.cluster.gpus_per_node or not self._too_few_clearable(sched, job, avoid, boosted):
+            return False
+        self.searches.judged = True
+        return True
 
     def _no_funded_victim(self, sched: Scheduler, job: Job, avoid: frozenset[int], boosted: bool) -> bool:
         """True if no funded victim could ever be accepted for single-node ``job``, once the
