@@ -126,6 +126,28 @@ def test_a_gang_takes_a_far_victim_that_passes_only_with_a_cousin_gone():
 
 
 
+#: The knobs of the cousin cases below: a 10,000 s window, refreshes every 100 s, no drain and
+#: no reserve, so only the fair-share rules decide; protection up to 48 h.
+COUSIN_KNOBS = {"window_days": 10_000 / DAY_S, "refresh_s": 100.0, "drain_for_gangs": False,
+                "interactive_reserve": 0.0, "cap_hours": 48.0}
+
+
+def run_cousins(shares, rows, gpus, until_s, policy):
+    """Run ``policy`` (built with ``COUSIN_KNOBS``) on the tree A (share 4) over a1 and a2
+    (``shares``), B (share 1) over b1, with ``rows`` as (job, submit, project, GPUs, declared
+    minimum runtime), each running 100,000 s; the event log."""
+    tree = il.BudgetTree.from_dict({"name": "root", "children": [
+        {"name": "A", "share": 4, "children": [{"name": "a1", "share": shares[0]}, {"name": "a2", "share": shares[1]}]},
+        {"name": "B", "share": 1, "children": [{"name": "b1", "share": 1}]}]})
+    trace = pd.DataFrame([
+        {"job_id": job_id, "submit_s": submit_s, "project": project, "gpus": size, "duration_s": 100_000.0,
+         "kind": "training", "min_runtime_s": min_runtime_s, "checkpoint_s": 0.0}
+        for job_id, submit_s, project, size, min_runtime_s in rows])
+    config = il.SimConfig(policy="impactful", gpus=gpus, days=until_s / DAY_S, warmup_days=0.0,
+                          policy_knobs=COUSIN_KNOBS, **INSTANT)
+    return il.simulate(config, trace=trace, budgets=tree, policy=policy).events
+
+
 def test_a_protected_cousin_gives_the_gang_no_relief_so_its_search_is_ruled_out():
     # The tree above on four nodes of 8 (32 GPUs). w_a1 (a1) and v_a2 (a2) run protected (a
     # declared minimum runtime of 100,000 s) from 0 and 3600; v_b1 and v_b2 (b1) unprotected
@@ -137,21 +159,10 @@ def test_a_protected_cousin_gives_the_gang_no_relief_so_its_search_is_ruled_out(
     # Counting v_a2's GPUs as relief, A would be at (0.36 + 24 / 32) / 0.8 = 1.39 and the
     # shortcut would have walked; v_a2 is protected, no walk can free it, so the shortcut
     # (which counts only open GPUs under A) rules the search out.
-    tree = il.BudgetTree.from_dict({"name": "root", "children": [
-        {"name": "A", "share": 4, "children": [{"name": "a1", "share": 7}, {"name": "a2", "share": 1}]},
-        {"name": "B", "share": 1, "children": [{"name": "b1", "share": 1}]}]})
-    rows = pd.DataFrame([
-        {"job_id": job_id, "submit_s": submit_s, "project": project, "gpus": gpus, "duration_s": 100_000.0,
-         "kind": "training", "min_runtime_s": min_runtime_s, "checkpoint_s": 0.0}
-        for job_id, submit_s, project, gpus, min_runtime_s in [
-            ("w_a1", 0.0, "a1", 8, 100_000.0), ("v_a2", 3600.0, "a2", 8, 100_000.0),
-            ("v_b1", 8000.0, "b1", 8, 0.0), ("v_b2", 8000.0, "b1", 8, 0.0), ("j", 9000.0, "a1", 16, 0.0)]])
-    knobs = {"window_days": 10_000 / DAY_S, "refresh_s": 100.0, "drain_for_gangs": False,
-             "interactive_reserve": 0.0, "cap_hours": 48.0}
-    config = il.SimConfig(policy="impactful", gpus=32, days=9500.0 / DAY_S, warmup_days=0.0, policy_knobs=knobs,
-                          **INSTANT)
-    policy = WalkedToo(**knobs)
-    log = il.simulate(config, trace=rows, budgets=tree, policy=policy).events
+    rows = [("w_a1", 0.0, "a1", 8, 100_000.0), ("v_a2", 3600.0, "a2", 8, 100_000.0),
+            ("v_b1", 8000.0, "b1", 8, 0.0), ("v_b2", 8000.0, "b1", 8, 0.0), ("j", 9000.0, "a1", 16, 0.0)]
+    policy = WalkedToo(**COUSIN_KNOBS)
+    log = run_cousins((7, 1), rows, 32, 9500.0, policy)
     assert not (log.event == "preempt").any()
     assert policy.seen and all(ruled_out and not found for ruled_out, found in policy.seen)
 
@@ -171,21 +182,10 @@ def test_a_cousin_that_cannot_pass_its_own_swap_gives_the_gang_no_relief():
     # the shortcut would walk. But a2 can lose nothing and still pass a1's swap (a1 at 9.75
     # against a2's 0.32 before it loses any), so it gives no relief, and the shortcut rules
     # every search out.
-    tree = il.BudgetTree.from_dict({"name": "root", "children": [
-        {"name": "A", "share": 4, "children": [{"name": "a1", "share": 1}, {"name": "a2", "share": 7}]},
-        {"name": "B", "share": 1, "children": [{"name": "b1", "share": 1}]}]})
-    rows = pd.DataFrame([
-        {"job_id": job_id, "submit_s": submit_s, "project": project, "gpus": gpus, "duration_s": 100_000.0,
-         "kind": "training", "min_runtime_s": min_runtime_s, "checkpoint_s": 0.0}
-        for job_id, submit_s, project, gpus, min_runtime_s in [
-            ("w_a1", 0.0, "a1", 8, 100_000.0), ("v_a2", 0.0, "a2", 8, 0.0),
-            ("v_b1", 7000.0, "b1", 8, 0.0), ("v_b2", 7000.0, "b1", 8, 0.0), ("j", 9000.0, "a1", 16, 0.0)]])
-    knobs = {"window_days": 10_000 / DAY_S, "refresh_s": 100.0, "drain_for_gangs": False,
-             "interactive_reserve": 0.0, "cap_hours": 48.0}
-    config = il.SimConfig(policy="impactful", gpus=32, days=9150.0 / DAY_S, warmup_days=0.0, policy_knobs=knobs,
-                          **INSTANT)
-    policy = WalkedToo(**knobs)
-    log = il.simulate(config, trace=rows, budgets=tree, policy=policy).events
+    rows = [("w_a1", 0.0, "a1", 8, 100_000.0), ("v_a2", 0.0, "a2", 8, 0.0),
+            ("v_b1", 7000.0, "b1", 8, 0.0), ("v_b2", 7000.0, "b1", 8, 0.0), ("j", 9000.0, "a1", 16, 0.0)]
+    policy = WalkedToo(**COUSIN_KNOBS)
+    log = run_cousins((1, 7), rows, 32, 9150.0, policy)
     assert not (log.event == "preempt").any()
     assert len(policy.seen) == 2 and all(ruled_out and not found for ruled_out, found in policy.seen)
 
@@ -225,17 +225,6 @@ class RoomProbe(Impactful):
      6600.0, {"a2": 8 + 16 * (0.15 - 0.1 / 0.7), "B": 8.68}),
 ], ids=["cousin-gives-nothing", "cousin-gives-all"])
 def test_what_a_walk_could_take_from_each_side_by_hand(shares, rows, gpus, at, expected):
-    tree = il.BudgetTree.from_dict({"name": "root", "children": [
-        {"name": "A", "share": 4, "children": [{"name": "a1", "share": shares[0]}, {"name": "a2", "share": shares[1]}]},
-        {"name": "B", "share": 1, "children": [{"name": "b1", "share": 1}]}]})
-    trace = pd.DataFrame([
-        {"job_id": job_id, "submit_s": submit_s, "project": project, "gpus": size, "duration_s": 100_000.0,
-         "kind": "training", "min_runtime_s": min_runtime_s, "checkpoint_s": 0.0}
-        for job_id, submit_s, project, size, min_runtime_s in rows])
-    knobs = {"window_days": 10_000 / DAY_S, "refresh_s": 100.0, "drain_for_gangs": False,
-             "interactive_reserve": 0.0, "cap_hours": 48.0}
-    config = il.SimConfig(policy="impactful", gpus=gpus, days=(at + 50.0) / DAY_S, warmup_days=0.0,
-                          policy_knobs=knobs, **INSTANT)
-    policy = RoomProbe(**knobs)
-    il.simulate(config, trace=trace, budgets=tree, policy=policy)
+    policy = RoomProbe(**COUSIN_KNOBS)
+    run_cousins(shares, rows, gpus, at + 50.0, policy)
     assert policy.rooms[at] == pytest.approx(expected, abs=1e-6)
