@@ -7,10 +7,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 ROOT = 0
 OWED_BLOCK_ROWS = 1 << 15  # instants water-filled at once (``BudgetTree.owed_rates``)
@@ -176,6 +178,8 @@ class BudgetTree:
         leaf = projects.map(self.leaf_of)
         missing = leaf.isna().to_numpy() & (projects != "").to_numpy()
         if missing.any() and self._user_leaf:
+            import pandas as pd  # here only: the tree (and the CLI that reads it) loads without pandas
+
             pairs = pd.Series(list(zip(projects[missing], users[missing])), index=projects.index[missing])
             leaf[missing] = pairs.map(self._user_leaf)
         return leaf.fillna(-1).to_numpy(dtype=int)

@@ -6,25 +6,25 @@ import argparse
 import json
 import logging
 import math
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import __version__
 from .budgets import BudgetError
-from .config import REPAIR_MODES, SimConfig, parameter, parameters
-from .files import InputFileError, read_yaml
-from .overview import overview
+from .config import PAIRINGS, REPAIR_MODES, SimConfig, parameter, parameters
+from .files import InputFileError, OutputPathError, check_output_dir, check_output_file, read_yaml
+from .machine import BACKENDS
 from .params import Param, ParamError, iter_groups
 from .policies import PolicyError
 from .registry import policy_class, policy_names, policy_params
 from .scenario import ScenarioError, load_scenario
-from .simulate import PAIRINGS, SimResult, compare, pairing, simulate
-from .trace import TraceError
-from .workload import SizeEstimate, estimate_size
-from .traces import load
+
+if TYPE_CHECKING:  # the modules that run simulations load when a command needs them (pandas:
+    # about half a second), so a bad flag or output path is answered at once
+    from .simulate import SimResult
+    from .workload import SizeEstimate
 
 log = logging.getLogger("impactlab")
 
@@ -101,6 +101,9 @@ def _inspect_options(command: argparse.ArgumentParser) -> None:
 
 def inspect(args: argparse.Namespace) -> str:
     """The text (or JSON) ``impactlab inspect`` prints."""
+    from .overview import overview
+    from .traces import load
+
     demand, per_node = getattr(args, "demand", 2.5), getattr(args, "gpus_per_node", 8)
     loaded = load(args.trace, getattr(args, "trace_format", None), on_bad="error")
     trace = loaded.trace
@@ -174,6 +177,8 @@ def base_config(args: argparse.Namespace) -> SimConfig:
 def variants(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """compare: each policy (or variant of the pairing) with the knobs given on the command
     line that it declares, and its repair mode from ``--repairs``."""
+    from .simulate import pairing
+
     if args.pairing and args.repairs:
         raise UsageError("--repairs: the pairing sets each variant's repair mode")
     base = pairing(args.pairing) if args.pairing else _own_repairs(args)
@@ -202,6 +207,9 @@ LONG_RUN_JOBS, PROGRESS_JOBS = 3_000_000, 300_000
 
 def run(args: argparse.Namespace) -> list[SimResult]:
     """Parse -> config -> simulate or compare; the results in the order asked."""
+    from .simulate import compare, simulate
+    from .workload import estimate_size
+
     config = base_config(args)
     size = estimate_size(config)
     runs = 1 if args.command == "simulate" else len(args.policies)
@@ -222,15 +230,13 @@ def check_size(size: SizeEstimate | None, runs: int, long_run: bool) -> None:
                      f"and --gpus, or pass --long-run to go ahead")
 
 
-def check_out(out: Path | None) -> None:
-    """Refuse an output path that cannot be a results folder before spending time on a run."""
-    if out is None:
-        return
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out}: exists and is not a directory")
-    probe = out if out.exists() else next((p for p in out.parents if p.exists()), Path("."))
-    if not os.access(probe, os.W_OK):
-        raise UsageError(f"--out {out}: {probe} is not writable")
+def check_out(out: Path | None, flag: str = "--out") -> None:
+    """Refuse an output folder that cannot be written before spending time on a run."""
+    if out is not None:
+        try:
+            check_output_dir(out)
+        except OutputPathError as err:
+            raise UsageError(f"{flag} {err}") from None
 
 
 def json_ready(value: object, digits: int = 6) -> object:
@@ -308,15 +314,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command in _EXTRA_COMMANDS:
         return _EXTRA_COMMANDS[args.command](args)
     try:
+        check_out(getattr(args, "out", None))  # before anything slow is even imported
+    except UsageError as err:
+        print(f"impactlab: error: {err}", file=sys.stderr)
+        return 2
+    from .trace import TraceError
+
+    try:
         if args.command == "inspect":
             print(inspect(args))
             return 0
-        check_out(args.out)
         results = run(args)
+        if args.out and args.command == "compare":
+            args.out.mkdir(exist_ok=True)
         for result in results:
             if args.out:
                 result.save(args.out / result.config.policy if args.command == "compare" else args.out)
-    except (UsageError, ParamError, ScenarioError, TraceError, BudgetError, PolicyError) as err:
+    except (UsageError, ParamError, ScenarioError, TraceError, BudgetError, PolicyError, OutputPathError) as err:
         print(f"impactlab: error: {err}", file=sys.stderr)
         return 2
     summaries = [json_ready(r.summary()) for r in results]
@@ -344,8 +358,6 @@ command again resumes. Exit status 1 if a run failed (each failure is filed with
 
 def _sweep_commands(sub: Any) -> None:
     """The ``sweep`` and ``report`` subcommands."""
-    from .sweep import BACKENDS
-
     swp = sub.add_parser("sweep", help="run a grid of configs x seeds, resumable with --out DIR",
                          description=_SWEEP_HELP)
     swp.add_argument("grid_file", nargs="?", type=Path, metavar="GRID.yaml", help="grid, seeds and base parameters")
@@ -373,19 +385,19 @@ def _axis(text: str) -> tuple[str, list[str]]:
 
 
 def _seed_list(text: str) -> list[int]:
-    seeds: list[int] = []
+    from .sweep import SweepError, parse_seeds
+
     try:
-        for part in str(text).split(","):
-            lo, _, hi = part.strip().partition("-")
-            seeds += list(range(int(lo), int(hi or lo) + 1))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"seeds are like 0-5 or 0,3,7, got {text!r}") from None
-    return seeds
+        return parse_seeds(text)
+    except SweepError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def sweep_spec(args: argparse.Namespace) -> tuple[SimConfig, dict[str, list[Any]], list[int]]:
     """Base config, grid and seeds: defaults < --scenario < GRID.yaml base < flags; knob values
     outside the grid become one-value axes (so each applies where a policy declares it)."""
+    from .sweep import parse_seeds
+
     spec = _grid_file(args.grid_file) if args.grid_file else {}
     flags = given(args)
     knob_names = {p.name for p in parameters() if p.policies}
@@ -394,7 +406,7 @@ def sweep_spec(args: argparse.Namespace) -> tuple[SimConfig, dict[str, list[Any]
     grid = {**{k: v if isinstance(v, list) else [v] for k, v in spec.get("grid", {}).items()}, **dict(args.grid)}
     grid.update({k: [v] for k, v in fixed.items() if k in knob_names and k not in grid})
     seeds = args.seeds or spec.get("seeds") or [flags.get("seed", 0)]
-    return base, grid, _seed_list(seeds) if isinstance(seeds, str | int) else list(seeds)
+    return base, grid, parse_seeds(seeds) if isinstance(seeds, str | int) else list(seeds)
 
 
 def _grid_file(path: Path) -> dict[str, Any]:
@@ -411,6 +423,11 @@ def _grid_file(path: Path) -> dict[str, Any]:
 
 def sweep_command(args: argparse.Namespace) -> int:
     """``impactlab sweep``: run the grid, print mean and CI per config (or the runs as JSON)."""
+    try:
+        check_out(args.out)  # before anything slow is even imported
+    except UsageError as err:
+        print(f"impactlab: error: {err}", file=sys.stderr)
+        return 2
     from .sweep import SweepError, headline_table, summarise_sweep, sweep
 
     try:
@@ -444,9 +461,15 @@ def _dask_client(address: str | None) -> Any:
 
 def report_command(args: argparse.Namespace) -> int:
     """``impactlab report DIR -o report.html``."""
+    out = args.output or args.source / "report.html"
+    if args.output is not None or args.source.is_dir():  # else the missing source is the news
+        try:
+            check_output_file(out)  # before anything slow is even imported
+        except OutputPathError as err:
+            print(f"impactlab: error: -o {err}", file=sys.stderr)
+            return 2
     from .report import ReportError, write_report
 
-    out = args.output or args.source / "report.html"
     try:
         write_report(args.source, out)
     except (ReportError, FileNotFoundError, NotADirectoryError) as err:
@@ -459,6 +482,7 @@ def report_command(args: argparse.Namespace) -> int:
 def explain_command(args: argparse.Namespace) -> int:
     """``impactlab explain RUN_DIR JOB_ID``: the job's story, in words (or JSON)."""
     from .explain import ExplainError
+    from .simulate import SimResult
 
     try:
         story = SimResult.load(_run_dir(args.run_dir)).explain(args.job_id)

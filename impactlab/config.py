@@ -27,6 +27,16 @@ log = logging.getLogger(__name__)
 
 RepairMode = Literal["automatic", "manual"]
 REPAIR_MODES: tuple[RepairMode, ...] = ("automatic", "manual")
+
+#: Named variant sets for ``compare``. ``ai2`` is Ai2's before/after: legacy with manual repair
+#: against impactful with automatic repair. It credits the second run with both changes at
+#: once; the cut in human repairs follows from ``human_fraction`` (an input), not from the
+#: scheduler.
+PAIRINGS: dict[str, dict[str, dict[str, Any]]] = {
+    "ai2": {"legacy": {"policy": "legacy", "repair": "manual"},
+            "impactful": {"policy": "impactful", "repair": "automatic"}},
+}
+
 SESSION_MODES = ("end", "restore", "requeue")  # what preempting an interactive session does
 SHARE_PREFIX = "share."  # flat key of a budget-share override: "share.<tree node>"
 

@@ -6,10 +6,12 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # loaded by the functions that need it: the core and the CLI start without pandas
+    import pandas as pd
 
 from .budgets import BudgetTree
 from .cluster import held_gpus, nodes_needed
@@ -72,6 +74,8 @@ EVENT_DTYPES = {"t_s": float, "event": object, "job_id": object, "gpus": "int64"
 def events_frame(events: Sequence[tuple] | EventLog) -> pd.DataFrame:
     """The event log (an ``EventLog``, or ``Event`` rows or plain tuples in its field order) as
     a DataFrame with stable dtypes (also when empty)."""
+    import pandas as pd
+
     if isinstance(events, EventLog):
         # Straight to arrays of the final dtypes: letting pandas infer its string dtype and
         # casting back to object made new Python strings of every value (5x the time and 4x
@@ -84,6 +88,8 @@ def events_frame(events: Sequence[tuple] | EventLog) -> pd.DataFrame:
 def _column(values: list | array, dtype: object) -> pd.Series:
     """One column of the log as a Series of ``dtype``: a numeric column reads the log's buffer
     without a copy; a text column shares the log's string objects."""
+    import pandas as pd
+
     if isinstance(values, array):
         data = np.frombuffer(values, dtype=dtype) if len(values) else np.array([], dtype=dtype)
         return pd.Series(data, dtype=dtype, copy=False)

@@ -100,3 +100,60 @@ def _check_acyclic(spec: Any) -> None:
         stack.append((node, True))
         children = node.values() if isinstance(node, dict) else node
         stack.extend((child, False) for child in children)
+
+
+# ----- output paths ----------------------------------------------------------------------------
+class OutputPathError(ValueError):
+    """An output path that cannot be written, in one line that names it."""
+
+
+def check_output_dir(path: str | Path) -> Path:
+    """``path`` if it can be a results folder: an existing folder we may write in, or a new one
+    whose parent is. Checked by creating (and removing) a scratch file, so a read-only mount or a
+    pseudo-filesystem such as ``/proc`` is caught before any long run; creates nothing. The
+    parent must exist: a typo in a path should fail here, not grow a tree of folders."""
+    path = Path(path)
+    if path.exists():
+        if not path.is_dir():
+            raise OutputPathError(f"{path}: exists and is not a folder")
+        _probe(path, path)
+    else:
+        _probe(_parent_folder(path), path)
+    return path
+
+
+def check_output_file(path: str | Path) -> Path:
+    """``path`` if a file can be written there: not a folder, in an existing folder we may
+    write in (see ``check_output_dir``); creates nothing."""
+    path = Path(path)
+    if path.is_dir():
+        raise OutputPathError(f"{path}: is a folder; give a file name (for example {path / 'report.html'})")
+    _probe(_parent_folder(path), path)
+    if path.exists():
+        try:
+            with path.open("ab"):
+                pass
+        except OSError as err:
+            raise OutputPathError(f"{path}: cannot be written ({err.strerror or err})") from None
+    return path
+
+
+def _parent_folder(path: Path) -> Path:
+    """The existing folder a new ``path`` goes in; an error if it is missing or is a file."""
+    parent = path.absolute().parent
+    if not parent.exists():
+        raise OutputPathError(f"{path}: the folder {parent} does not exist (create it first)")
+    if not parent.is_dir():
+        raise OutputPathError(f"{path}: {parent} is a file, not a folder")
+    return parent
+
+
+def _probe(folder: Path, path: Path) -> None:
+    """Create and remove a scratch file in ``folder``; an error naming ``path`` if that fails."""
+    import tempfile
+
+    try:
+        with tempfile.TemporaryFile(dir=folder, prefix=".impactlab-probe-"):
+            pass
+    except OSError as err:
+        raise OutputPathError(f"{path}: cannot write in {folder} ({err.strerror or err})") from None

@@ -23,6 +23,7 @@ from .budgets import BudgetTree
 from .config import SimConfig
 from .events import EVENT_DTYPES, Job, jobs_from_trace
 from .explain import Story, explain, protection_ends
+from .files import check_output_dir
 from .metrics import SIZE_BUCKETS, Window, attempts, down_intervals, health_series, summarise
 from .registry import policy_class
 from .units import DAY_S, HOUR_S
@@ -223,9 +224,10 @@ class SimResult:
     # ----- files -----------------------------------------------------------------------------------
     def save(self, out: str | Path) -> Path:
         """Write events, trace, jobs and budgets (Parquet), summary and config (JSON) into ``out``;
-        ``SimResult.load(out)`` reads the run back."""
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
+        ``SimResult.load(out)`` reads the run back. ``out`` is created, its parent must exist
+        (``OutputPathError`` otherwise, before anything is written)."""
+        out = check_output_dir(out)
+        out.mkdir(exist_ok=True)
         self.events.to_parquet(out / "events.parquet", index=False)
         self.trace.to_parquet(out / "trace.parquet", index=False)
         self.jobs.to_parquet(out / "jobs.parquet", index=False)

@@ -15,7 +15,7 @@ import pandas as pd
 from .budget_io import check_projects
 from .budgets import BudgetTree
 from .cluster import Cluster
-from .config import RepairMode, SimConfig
+from .config import PAIRINGS, RepairMode, SimConfig
 from .engine import Engine, Sessions, Timing
 from .events import events_frame, jobs_from_trace
 from .overview import warn_about_load
@@ -39,15 +39,6 @@ log = logging.getLogger(__name__)
 #: from how nodes are mended; automatic, since it is the mode of every policy but legacy and of
 #: a cluster with health checks today. (A single ``simulate`` keeps the policy's own mode.)
 COMPARE_REPAIR: RepairMode = "automatic"
-
-#: Named variant sets for ``compare``. ``ai2`` is Ai2's before/after: legacy with manual repair
-#: against impactful with automatic repair. It credits the second run with both changes at
-#: once; the cut in human repairs follows from ``human_fraction`` (an input), not from the
-#: scheduler.
-PAIRINGS: dict[str, dict[str, dict[str, Any]]] = {
-    "ai2": {"legacy": {"policy": "legacy", "repair": "manual"},
-            "impactful": {"policy": "impactful", "repair": "automatic"}},
-}
 
 #: Progress of a long run: a tqdm bar (True), a callback of the simulated time, or nothing.
 Progress = bool | Callable[[float], None] | None

@@ -19,6 +19,7 @@ its input files, so an edited trace is a new run.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
 import itertools
@@ -27,22 +28,26 @@ import logging
 import math
 import multiprocessing
 import os
+import sys
 import statistics
 import subprocess
 import threading
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from functools import cache
 from numbers import Integral
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, Self
 
 import pandas as pd
 
 from .config import SHARE_PREFIX, HealthConfig, SimConfig, parameters
+from .files import OutputPathError, check_output_dir
+from .machine import BACKENDS, Backend, resources
 from .params import ParamError, declared
 from .registry import BUILTIN, policy_class, policy_params, register_policy
 from .results import SCALAR_METRICS
@@ -50,8 +55,6 @@ from .workload import file_hash
 
 log = logging.getLogger(__name__)
 
-Backend = Literal["serial", "processes", "dask"]
-BACKENDS: tuple[Backend, ...] = ("serial", "processes", "dask")
 #: Bookkeeping columns of a sweep frame, between the config columns and the metrics.
 META = ("run_key", "point_key", "status", "error", "wall_s")
 #: Metrics of headline tables (report, CLI), in the order people read them.
@@ -115,10 +118,32 @@ def _axes(grid: Mapping[str, Sequence[Any]]) -> dict[str, list[Any]]:
     return axes
 
 
+def parse_seeds(text: str | int) -> list[int]:
+    """Seeds written as text: ``0-5`` (inclusive), ``0,3,7`` or both (``0-2,7``). A reversed
+    range, an empty part, a negative or repeated seed is refused, never read as fewer seeds."""
+    if isinstance(text, Integral):
+        return _seeds(int(text))
+    example = "seeds are written like 0-5, 0,3,7 or 0-2,7"
+    seeds: list[int] = []
+    for part in str(text).split(","):
+        lo, dash, hi = part.strip().partition("-")
+        if not lo.strip().isdigit() or (dash and not hi.strip().isdigit()):
+            raise SweepError(f"{example}; got {str(text)!r} (bad part {part.strip()!r})")
+        first, last = int(lo), int(hi) if dash else int(lo)
+        if last < first:
+            raise SweepError(f"{example}; got {str(text)!r}: the range {first}-{last} runs backwards "
+                             f"(did you mean {last}-{first}?)")
+        seeds += range(first, last + 1)
+    return _seeds(seeds)
+
+
 def _seeds(seeds: Iterable[int] | int) -> list[int]:
     out = [int(seeds)] if isinstance(seeds, Integral) else [int(s) for s in seeds]
     if not out:
         raise SweepError("no seeds")
+    repeated = sorted({s for s in out if out.count(s) > 1})
+    if repeated:
+        raise SweepError(f"seed {repeated[0]} is given more than once")
     return out
 
 
@@ -264,10 +289,9 @@ def _serial(runs: list[Run], policies: Mapping[str, Any], **_: Any) -> Outcomes:
         yield run, run_one(run.config.to_dict(), run.inputs, policies)
 
 
-def _processes(runs: list[Run], policies: Mapping[str, Any], workers: int | None = None, **_: Any) -> Outcomes:
+def _processes(runs: list[Run], policies: Mapping[str, Any], workers: int = 1, **_: Any) -> Outcomes:
     """A local process pool under spawn (the same in notebooks, macOS, Windows and Linux)."""
-    pool = ProcessPoolExecutor(max_workers=workers or _cpus(len(runs)),
-                               mp_context=multiprocessing.get_context("spawn"),
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_exit_with, initargs=(os.getpid(),))
     try:
         futures = {pool.submit(run_one, r.config.to_dict(), r.inputs, policies): r for r in runs}
@@ -299,7 +323,7 @@ def _dask(runs: list[Run], policies: Mapping[str, Any], workers: int | None = No
     try:
         if client is None:  # quiet: the cluster's start and stop are not the user's business
             chatter.setLevel(max(level, logging.WARNING))
-            cluster = LocalCluster(n_workers=workers or _cpus(len(runs)), threads_per_worker=1,
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1,
                                    processes=True, dashboard_address=None, silence_logs=logging.WARNING)
             client = Client(cluster)
         elif workers:
@@ -320,8 +344,45 @@ def _dask(runs: list[Run], policies: Mapping[str, Any], workers: int | None = No
         chatter.setLevel(level)
 
 
-def _cpus(tasks: int) -> int:
-    return max(1, min(tasks, os.cpu_count() or 1))
+def pool_workers(tasks: int) -> int:
+    """Local workers for ``tasks`` runs, from the CPUs and memory this process may really use
+    (``impactlab.machine``), not the host's core count."""
+    found = resources()
+    chosen = found.workers(tasks)
+    log.info("%d local worker%s for %d runs: %s", chosen, "" if chosen == 1 else "s", tasks, found.describe())
+    return chosen
+
+
+def unguarded_script() -> str | None:
+    """The path of the ``__main__`` script when this call runs in its top-level code outside an
+    ``if __name__ == "__main__":`` block, else None. Spawned workers import ``__main__`` again,
+    so such a script would start the sweep again in every worker; notebooks, the REPL and
+    ``python -c`` have no script and are fine."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    frame, top = sys._getframe(1), None
+    while frame is not None:
+        if main is not None and frame.f_globals is vars(main) and frame.f_code.co_name == "<module>":
+            top = frame
+        frame = frame.f_back
+    if not path or top is None:
+        return None
+    try:
+        body = ast.parse(Path(path).read_text(encoding="utf-8")).body
+    except (OSError, SyntaxError, ValueError):
+        return None
+    statement = next((s for s in body if s.lineno <= top.f_lineno <= (s.end_lineno or s.lineno)), None)
+    return None if statement is None or _is_main_guard(statement) else str(path)
+
+
+def _is_main_guard(node: ast.stmt) -> bool:
+    """``if __name__ == "__main__":`` (either side of the comparison)."""
+    if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare) or len(node.test.comparators) != 1:
+        return False
+    sides = [node.test.left, node.test.comparators[0]]
+    names = [s.id for s in sides if isinstance(s, ast.Name)]
+    texts = [s.value for s in sides if isinstance(s, ast.Constant)]
+    return isinstance(node.test.ops[0], ast.Eq) and names == ["__name__"] and texts == ["__main__"]
 
 
 def _outcome(result: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -349,7 +410,10 @@ def sweep(base: SimConfig, grid: Mapping[str, Sequence[Any]], seeds: Iterable[in
     """
     if backend not in _BACKENDS:
         raise SweepError(f"backend must be one of {list(BACKENDS)}, got {backend!r}")
+    if out is not None:
+        _check_out(out)
     runs = plan(base, grid, seeds)
+    backend = _spawnable(backend, client)
     policies = worker_policies(runs, backend)
     store = Store(out) if out is not None else None
     rows = store.finished(runs) if store else {}
@@ -357,14 +421,38 @@ def sweep(base: SimConfig, grid: Mapping[str, Sequence[Any]], seeds: Iterable[in
     if store:
         store.write_manifest(base, grid, seeds, backend, runs)
         log.info("%s: %d runs finished before, %d to run", store.path, len(rows), len(todo))
+    local_pool = backend == "processes" or (backend == "dask" and client is None)
+    workers = (workers or pool_workers(len(todo))) if local_pool and todo else workers
     outcomes = _BACKENDS[backend](todo, policies, workers=workers, client=client) if todo else iter(())
-    with _bar(progress, len(runs), len(rows), backend) as bar:
+    where = f"{backend}, {workers} worker{'' if workers == 1 else 's'}" if local_pool and todo else backend
+    with _bar(progress, len(runs), len(rows), where) as bar:
         for run, record in outcomes:
             rows[run.key] = row_of(run, record)
             if store:
                 store.write(run, record, rows[run.key])
             _report(run, record, bar)
     return frame_of([rows[r.key] for r in runs])
+
+
+def _check_out(out: str | Path) -> Path:
+    try:
+        return check_output_dir(out)
+    except OutputPathError as err:
+        raise SweepError(f"out={err}") from None
+
+
+def _spawnable(backend: Backend, client: Any) -> Backend:
+    """``backend``, or "serial" (with a warning) where spawned workers would re-run the calling
+    script (see ``unguarded_script``)."""
+    if backend == "serial" or (backend == "dask" and client is not None):
+        return backend
+    script = unguarded_script()
+    if script is None:
+        return backend
+    warnings.warn(f"impactlab.sweep: {script} calls sweep outside `if __name__ == \"__main__\":`, so {backend} "
+                  "workers would re-run the script; running serially instead (put the call under that guard to "
+                  "use worker processes)", RuntimeWarning, stacklevel=3)
+    return "serial"
 
 
 class _bar:
@@ -530,9 +618,7 @@ class Store:
     outcome, written last: a run is finished when its JSON says so) and ``sweep.json``."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        if self.path.exists() and not self.path.is_dir():
-            raise SweepError(f"out={self.path}: exists and is not a directory")
+        self.path = _check_out(path)
         (self.path / RUNS).mkdir(parents=True, exist_ok=True)
 
     def finished(self, runs: Iterable[Run]) -> dict[str, dict[str, Any]]:

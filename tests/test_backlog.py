@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import impactlab as il
-from conftest import INSTANT
+from helpers import INSTANT
 from impactlab.metrics import Window, backlog, queue_lengths
 from impactlab.traces.reshape import default_patience
 from impactlab.units import HOUR_S

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import INSTANT
+from helpers import INSTANT
 
 import impactlab as il
 from impactlab import BudgetError, SimConfig, budgets_from_trace, load_budgets, simulate

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from conftest import examples, small_tree
+from helpers import examples, small_tree
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import examples
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

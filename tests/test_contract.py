@@ -9,7 +9,7 @@ import math
 
 import pandas as pd
 import pytest
-from conftest import DAY_S, examples, run_tiny, small_tree, traces
+from helpers import DAY_S, examples, run_tiny, small_tree, traces
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -3,7 +3,7 @@ to say by hand which job starts where and when, and who is preempted."""
 
 from __future__ import annotations
 
-from conftest import run_tiny
+from helpers import run_tiny
 
 from impactlab import BudgetTree
 from impactlab.explain import explain

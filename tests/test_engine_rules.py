@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import INSTANT, run_tiny
+from helpers import INSTANT, run_tiny
 
 from impactlab import BudgetTree, SimConfig, simulate
 from impactlab.budgets import ROOT

@@ -11,7 +11,7 @@ from functools import cache
 
 import pandas as pd
 import pytest
-from conftest import examples
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -1,7 +1,7 @@
 """Invariants of every registered policy, checked on the event log (STYLE.md "Tests").
 
 Traces are synthetic Ai2-like ones from the generator (every rule checks each of them) and
-random ones in the schema (``conftest.traces``, drawn by hypothesis), replayed on clusters of
+random ones in the schema (``helpers.traces``, drawn by hypothesis), replayed on clusters of
 several shapes under every policy in ``REGISTRY`` (a new policy is covered automatically) and a
 few knob variants. Each test name states one rule, checked by replaying ``result.events`` in
 log order.
@@ -19,8 +19,8 @@ from itertools import pairwise
 
 import pandas as pd
 import pytest
-import conftest
-from conftest import DAY_S, examples, small_tree, traces
+import helpers
+from helpers import DAY_S, examples, small_tree, traces
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -216,7 +216,7 @@ def drift_case() -> RandomInputs:
 #: Cases every rule checks first: each synthetic trace (its runs are cached), then fixed cases.
 #: (the thorough profile checks all eight synthetic traces, the default one the first four,
 #: which cover every cluster shape).
-EXAMPLES: list[RandomInputs | tuple] = [*(GENERATED if conftest.THOROUGH else GENERATED[:4]), drift_case()]
+EXAMPLES: list[RandomInputs | tuple] = [*(GENERATED if helpers.THOROUGH else GENERATED[:4]), drift_case()]
 
 
 def rule(

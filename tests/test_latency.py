@@ -4,7 +4,7 @@ of every attempt and the preemption grace period, on small cases computed by han
 from __future__ import annotations
 
 import pytest
-from conftest import run_tiny
+from helpers import run_tiny
 
 from impactlab.engine import Timing
 from impactlab.grace import GraceBook

@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 import pytest
-from conftest import TREE_SPEC
+from helpers import TREE_SPEC
 
 from impactlab import BudgetTree, SimConfig, compare, lessons, metrics_frame
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import examples, run_tiny
+from helpers import examples, run_tiny
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

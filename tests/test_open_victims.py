@@ -3,7 +3,7 @@ open_victims.py): who is in it when, and the order it hands them out in."""
 
 from __future__ import annotations
 
-from conftest import examples
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import oracle
-from conftest import INSTANT
+from helpers import INSTANT
 import pandas as pd
 import pytest
 from oracle import ORACLES, FifoOracle, ImpactfulOracle, LegacyOracle

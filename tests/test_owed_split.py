@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from conftest import examples, run_tiny, small_tree, traces
+from helpers import examples, run_tiny, small_tree, traces
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -170,7 +170,7 @@ def test_out_naming_a_file_is_refused_before_the_run(tmp_path, capsys):
     target = tmp_path / "taken"
     target.write_text("x")
     assert main(["simulate", "--policy", "fifo", "--days", "1", "--out", str(target)]) == 2
-    assert "not a directory" in capsys.readouterr().err
+    assert "exists and is not a folder" in capsys.readouterr().err
 
 
 def test_out_round_trips_through_simresult_load(tmp_path, capsys):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from conftest import DAY_S, run_tiny
+from helpers import DAY_S, run_tiny
 
 from impactlab import BudgetTree, HealthConfig, SimConfig, validate_trace
 from impactlab.events import Event, events_frame

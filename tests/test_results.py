@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pandas as pd
 import pytest
-from conftest import run_tiny
+from helpers import run_tiny
 
 import impactlab as il
 from impactlab import BudgetTree

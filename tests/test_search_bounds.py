@@ -16,7 +16,7 @@ from typing import ClassVar
 
 import pandas as pd
 import pytest
-from conftest import DAY_S, INSTANT, run_tiny
+from helpers import DAY_S, INSTANT, run_tiny
 
 import impactlab as il
 from impactlab.policies.impactful import Impactful

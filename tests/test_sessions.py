@@ -7,7 +7,7 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import run_tiny
+from helpers import run_tiny
 
 from impactlab import BudgetTree
 from impactlab.cli import main

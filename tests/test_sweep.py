@@ -218,6 +218,7 @@ def test_the_report_reads_simulate_and_compare_folders(tmp_path):
     results = il.compare(BASE, ["legacy", "impactful"])
     results[0].save(tmp_path / "one")
     for r in results:
+        (tmp_path / "both").mkdir(exist_ok=True)
         r.save(tmp_path / "both" / r.config.policy)
     for folder in ("one", "both"):
         page = build_report(tmp_path / folder)

@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import examples, run_tiny, small_tree, traces
+from helpers import examples, run_tiny, small_tree, traces
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

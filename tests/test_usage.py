@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import examples
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

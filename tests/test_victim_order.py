@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from conftest import DAY_S, INSTANT, run_tiny
+from helpers import DAY_S, INSTANT, run_tiny
 
 import impactlab as il
 from impactlab.events import preemptor
