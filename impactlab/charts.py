@@ -935,6 +935,7 @@ def headline(results: Any) -> alt.VConcatChart:
 
 _FRACTIONS = {
     "impact": "impact (owed GPU time delivered)",
+    "impact_useful": "impact on useful work (less work lost)",
     "occupancy": "occupancy (healthy GPUs held)",
     "utilization": "utilization (useful work)",
     "unallocated_share": "unallocated share of GPU time",
@@ -975,7 +976,7 @@ def _headline_fractions(rs: list, metrics: pd.DataFrame) -> alt.LayerChart:
         .mark_tick(color="black", thickness=2)
         .encode(x="ref:Q", y=y, tooltip=[alt.Tooltip("text:N", title="reference")])
     )
-    return alt.layer(bars, text, ref).properties(width=WIDTH - 220, height=22 * len(rs) * 4 + 20)
+    return alt.layer(bars, text, ref).properties(width=WIDTH - 220, height=22 * len(rs) * len(_FRACTIONS) + 20)
 
 
 def _headline_debug(rs: list, metrics: pd.DataFrame) -> alt.LayerChart:

@@ -29,8 +29,10 @@ if TYPE_CHECKING:  # the modules that run simulations load when a command needs 
 log = logging.getLogger("impactlab")
 
 HEADLINE = ("availability", "occupancy", "occupancy_funded", "occupancy_unallocated", "utilization",
-            "impact", "impact_strict", "unallocated_share", "jain", "requested_ratio")
-COUNTS = ("preemptions", "lost_gpu_hours", "withdrawn", "queued_at_end", "sessions_killed", "sessions_killed_share",
+            "impact", "impact_useful", "impact_strict", "unallocated_share", "jain", "requested_ratio",
+            "preemption_lost_share", "preempted_repeatedly_share", "queued_at_end_share")
+COUNTS = ("preemptions", "preemptions_per_job_max", "lost_gpu_hours", "withdrawn", "queued_at_end",
+          "sessions_killed", "sessions_killed_share",
           "session_lost_gpu_hours", "session_cut_gpu_hours", "resubmits", "node_failures", "human_repairs",
           "auto_repairs", "jobs_hit", "failure_lost_gpu_hours")
 #: Per-kind columns of the readable summary: (summary key, heading, format).
@@ -38,6 +40,9 @@ KIND_CELLS = (("jobs", "jobs", "d"), ("preemptions", "preempts", "d"), ("preempt
               ("killed", "killed", "d"), ("killed_share", "kill share", ".2f"),
               ("lost_gpu_hours", "lost GPU-h", ".1f"), ("cut_gpu_hours", "cut GPU-h", ".1f"),
               ("queued_p90_s", "queued p90", ".0f"))
+
+
+W = max(map(len, (*HEADLINE, *COUNTS))) + 2  # the name column of the readable tables
 
 
 class UsageError(Exception):
@@ -110,9 +115,8 @@ def inspect(args: argparse.Namespace) -> str:
     trace.attrs["load_report"] = loaded.report.to_dict()
     info = overview(trace, per_node)
     if args.json:
-        return json.dumps({**info.to_dict(), "format": loaded.report.format,
-                           "suggested_gpus": info.gpus_for(demand, per_node)})
-    return "\n".join([f"{args.trace} ({loaded.report.format})", *info.lines(demand, per_node)])
+        return json.dumps({**info.to_dict(demand), "format": loaded.report.format})
+    return "\n".join([f"{args.trace} ({loaded.report.format})", *info.lines(demand)])
 
 
 def _run_options(command: argparse.ArgumentParser) -> None:
@@ -267,10 +271,11 @@ def format_table(summary: dict) -> str:
     title = (f"policy {summary['policy']} on {summary['gpus']} GPUs, {_window(summary)}: {summary['jobs']} jobs, "
              f"simulated in {summary['sim_wall_s']:.2f} s")
     lines = [title]
-    lines += [f"  {name:24} {_cell(summary[name], '.3f', 7)}" for name in HEADLINE]
-    lines += [f"  {name:24} {_cell(summary[name], '.1f', 7)}" for name in COUNTS]
+    lines += [f"  {name:{W}} {_cell(summary[name], '.3f', 7)}" for name in HEADLINE]
+    lines += [f"  {name:{W}} {_cell(summary[name], '.1f', 7)}" for name in COUNTS]
+    lines.append(f"  {'queued jobs by quarter':{W}} {' -> '.join(f'{q:,}' for q in summary['queue_quarters'])}")
     if summary["repair"] is not None:
-        lines += [f"  {'repair (mode)':24} {summary['repair']:>7}", f"  {'human_fraction (input)':24} "
+        lines += [f"  {'repair (mode)':{W}} {summary['repair']:>7}", f"  {'human_fraction (input)':{W}} "
                   f"{summary['human_fraction']:7.2f}"]
     lines += ["", f"  {'wait (s)':14} {'p50':>9} {'p90':>9} {'p99':>9} {'n':>6}"]
     for kind, w in summary["wait_s"].items():
@@ -290,17 +295,19 @@ def format_kinds(by_kind: dict[str, dict]) -> list[str]:
 
 def format_comparison(summaries: list[dict]) -> str:
     """Policies side by side: headline metrics and p50/p90 waits per kind."""
-    head = f"  {'':24}" + "".join(f"{s['policy']:>12}" for s in summaries)
+    head = f"  {'':{W}}" + "".join(f"{s['policy']:>12}" for s in summaries)
     lines = [f"{summaries[0]['jobs']} jobs on {summaries[0]['gpus']} GPUs, {_window(summaries[0])}", head]
     for name in (*HEADLINE, *COUNTS, "sim_wall_s"):
-        lines.append(f"  {name:24}" + "".join(_cell(s[name], ".3f", 12) for s in summaries))
+        lines.append(f"  {name:{W}}" + "".join(_cell(s[name], ".3f", 12) for s in summaries))
+    lines.append("  queued jobs at the window's start and at the end of each quarter:")
+    lines += [f"    {s['policy']:22} {' -> '.join(f'{q:,}' for q in s['queue_quarters'])}" for s in summaries]
     if any(s["repair"] is not None for s in summaries):  # human repairs follow from these inputs
-        lines.append(f"  {'repair (mode)':24}" + "".join(f"{s['repair'] or '-':>12}" for s in summaries))
-        lines.append(f"  {'human_fraction (input)':24}" + "".join(f"{s['human_fraction']:12.2f}" for s in summaries))
+        lines.append(f"  {'repair (mode)':{W}}" + "".join(f"{s['repair'] or '-':>12}" for s in summaries))
+        lines.append(f"  {'human_fraction (input)':{W}}" + "".join(f"{s['human_fraction']:12.2f}" for s in summaries))
     for kind in summaries[0]["wait_s"]:
         for p in ("p50", "p90"):
             cells = [s["wait_s"].get(kind, {}).get(p) for s in summaries]
-            lines.append(f"  {f'wait {kind} {p} (s)':24}" + "".join(_cell(c, ".0f", 12) for c in cells))
+            lines.append(f"  {f'wait {kind} {p} (s)':{W}}" + "".join(_cell(c, ".0f", 12) for c in cells))
     return "\n".join(lines)
 
 

@@ -37,6 +37,8 @@ PAIRINGS: dict[str, dict[str, dict[str, Any]]] = {
             "impactful": {"policy": "impactful", "repair": "automatic"}},
 }
 
+#: What a replayed trace that declares no minimum runtimes gets (``contract_default``).
+CONTRACT_DEFAULTS = ("job-length", "per-kind", "none")
 SESSION_MODES = ("end", "restore", "requeue")  # what preempting an interactive session does
 SHARE_PREFIX = "share."  # flat key of a budget-share override: "share.<tree node>"
 
@@ -162,6 +164,11 @@ class SimConfig:
                              "than the cluster instead of stopping").field()
     fill_contract: bool = Param("fill_contract", False, bool, "trace", "set min_runtime_s, "
                                 "checkpoint_s and util from per-kind defaults").field()
+    contract_default: str = Param(
+        "contract_default", "job-length", str, "trace", "minimum runtime of the jobs of a replayed trace "
+        "that declares none (every min_runtime_s 0): the job's own length (the policy's cap still "
+        "applies), the per-kind defaults, or none (every job preemptible at once)",
+        choices=CONTRACT_DEFAULTS).field()
     patience_hours: float | None = Param(
         "patience_hours", None, float, "trace", "a replayed job that records no patience is withdrawn "
         "if still queued after this long (none: it waits forever)", "h", lo=0, hi=1e5, lo_open=True,

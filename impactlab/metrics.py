@@ -324,21 +324,73 @@ def owed_steps(events: pd.DataFrame, jobs: pd.DataFrame, tree: BudgetTree, windo
 
 
 def owed_and_delivered(events: pd.DataFrame, jobs: pd.DataFrame, att_leaf: np.ndarray, held_s: np.ndarray,
-                       tree: BudgetTree, window: Window, gpus_per_node: int) -> pd.DataFrame:
-    """Per budget node: entitlement, owed and delivered GPU-seconds over the window, and impact:
-    over the leaves beneath a node (the node itself if a leaf), delivered up to owed over owed
-    (1 where nothing was owed), so the root's impact is the headline one. ``att_leaf`` (the
-    leaf charged, -1 unallocated) and ``held_s`` are per attempt."""
+                       tree: BudgetTree, window: Window, gpus_per_node: int,
+                       useful_s: np.ndarray | None = None) -> pd.DataFrame:
+    """Per budget node: entitlement, owed, delivered and useful GPU-seconds over the window, and
+    impact: over the leaves beneath a node (the node itself if a leaf), delivered up to owed over
+    owed (NaN where nothing was owed), so the root's impact is the headline one; ``impact_useful``
+    the same with useful GPU-seconds for delivered. ``att_leaf`` (the leaf charged, -1
+    unallocated), ``held_s`` and ``useful_s`` (``useful_held_gpu_s``; default ``held_s``) are per
+    attempt."""
     times, a, rates = owed_steps(events, jobs, tree, window, gpus_per_node)
     dur = clipped(times, np.append(times[1:], np.inf), window)
     owed = np.multiply(rates, dur[:, None], out=rates).sum(axis=0)  # (rates are ours: no [T, nodes] copy)
     funded = att_leaf >= 0
-    per_leaf = np.bincount(att_leaf[funded], weights=held_s[funded], minlength=tree.size)
-    delivered = tree.subtree_sum(per_leaf)
+    per_leaf = lambda weights: tree.subtree_sum(np.bincount(att_leaf[funded], weights=weights[funded],
+                                                            minlength=tree.size))
+    delivered = per_leaf(held_s)
+    useful = per_leaf(held_s if useful_s is None else useful_s)
     entitled = tree.fraction * float((a * dur).sum())
     return pd.DataFrame({"node": list(tree.names), "leaf": [i in set(tree.leaves) for i in range(tree.size)],
                          "fraction": tree.fraction, "entitled_gpu_s": entitled, "owed_gpu_s": owed,
-                         "delivered_gpu_s": delivered, "impact": subtree_impact(tree, delivered, owed)})
+                         "delivered_gpu_s": delivered, "useful_gpu_s": useful,
+                         "impact": subtree_impact(tree, delivered, owed),
+                         "impact_useful": subtree_impact(tree, useful, owed)})
+
+
+def useful_held_gpu_s(att: pd.DataFrame, held_s: np.ndarray, window: Window) -> np.ndarray:
+    """Per attempt: the GPU-seconds it held in the window (``held_s``) that moved its job
+    forward, that is less its start-up and restart overhead and less the progress it lost when
+    it ended (to a preemption and its grace period, a node failure or a kill). Not scaled by the
+    job's ``util``: that is how well the job uses its GPUs, not whether the scheduler wasted them."""
+    return np.maximum(held_s - wasted_gpu_s(att, window), 0.0)
+
+
+def wasted_gpu_s(att: pd.DataFrame, window: Window, cause: str | None = None) -> np.ndarray:
+    """Per attempt: GPU-seconds in the window spent on overhead at its start and on progress it
+    lost at its end, counting each second once (an attempt preempted during its start-up loses
+    no progress). With ``cause`` ("preempt", "fail"), only what that cause made: the overhead
+    after it and the progress lost to it."""
+    start, end = att["start_s"].to_numpy(), att["end_s"].to_numpy()
+    overhead = np.minimum(att["overhead_s"].to_numpy(), end - start)
+    lost = np.minimum(att["lost_s"].to_numpy(), end - start - overhead)
+    if cause is not None:
+        overhead = np.where(att["restart_after"].to_numpy() == cause, overhead, 0.0)
+        lost = np.where(att["ended_by"].to_numpy() == cause, lost, 0.0)
+    return (clipped(start, start + overhead, window) + clipped(end - lost, end, window)) * att["gpus"].to_numpy()
+
+
+def preemption_spread(events: pd.DataFrame, job: np.ndarray, att: pd.DataFrame, att_job: np.ndarray,
+                      table: pd.DataFrame, window: Window, preempts: np.ndarray) -> dict[str, object]:
+    """How preemptions in the window spread over the jobs that ran in it (held GPUs in it): the
+    most any job had (and which), the 99th percentile, and the share preempted more than once.
+    A total alone hides thrashing: 1,000 preemptions of 1,000 jobs are not 1,000 of one job.
+    ``preempts`` marks the log's preempt rows in the window; ``att_job`` each attempt's job."""
+    counts = np.bincount(job[preempts], minlength=len(table))[: len(table)]
+    ran_here = clipped(att["start_s"].to_numpy(), att["end_s"].to_numpy(), window) > 0
+    ran = np.zeros(len(table), bool)
+    ran[att_job[ran_here]] = True
+    per_job = counts[ran]
+    if not len(per_job):
+        return {"preemptions_per_job_max": 0, "preemptions_per_job_p99": math.nan,
+                "preempted_repeatedly_share": math.nan, "most_preempted_job": None,
+                "most_preempted_unallocated": None}
+    worst = int(np.argmax(counts))
+    return {"preemptions_per_job_max": int(per_job.max()),
+            "preemptions_per_job_p99": float(np.percentile(per_job, 99)),
+            "preempted_repeatedly_share": float((per_job > 1).mean()),
+            "most_preempted_job": str(table["job_id"].iloc[worst]) if counts[worst] else None,
+            "most_preempted_unallocated": bool(table["leaf"].iloc[worst] < 0) if counts[worst] else None}
 
 
 def subtree_impact(tree: BudgetTree, delivered: np.ndarray, owed: np.ndarray) -> np.ndarray:
@@ -403,14 +455,16 @@ def queue_lengths(events: pd.DataFrame, at_s: np.ndarray) -> np.ndarray:
     return np.where(seen > 0, level[np.maximum(seen - 1, 0)] if len(level) else 0, 0)
 
 
-def backlog(events: pd.DataFrame, window: Window) -> dict[str, object]:
-    """The queue at the start of the window, at the end of each quarter of it, and whether it
+def backlog(events: pd.DataFrame, window: Window, jobs: int) -> dict[str, object]:
+    """The queue at the start of the window and at the end of each quarter of it
+    (``queue_quarters``), the share of the run's ``jobs`` still queued at its end, and whether it
     grew through the whole window (see ``BACKLOG_GROWTH``)."""
     quarters = queue_lengths(events, window.t0 + window.span_s * np.arange(5) / 4)
     rising = bool(np.all(np.diff(quarters) > 0))
     end, start = int(quarters[-1]), int(quarters[0])
     growing = rising and end >= max(BACKLOG_GROWTH * start, BACKLOG_MIN_JOBS)
-    return {"queued_at_start": start, "queued_at_end": end, "backlog_growing": growing}
+    return {"queued_at_start": start, "queued_at_end": end, "queued_at_end_share": _ratio(end, jobs),
+            "queue_quarters": [int(q) for q in quarters], "backlog_growing": growing}
 
 
 def jain(x: np.ndarray) -> float:
@@ -444,7 +498,8 @@ def summarise(events: pd.DataFrame, trace: pd.DataFrame, tree: BudgetTree, windo
     healthy = healthy_gpu_s(events, window, gpus_per_node)
     held_s = held_gpu_s(att, down, window, gpus_per_node)
     funded = att_leaf >= 0
-    budget = owed_and_delivered(events, table, att_leaf, held_s, tree, window, gpus_per_node)
+    budget = owed_and_delivered(events, table, att_leaf, held_s, tree, window, gpus_per_node,
+                                useful_held_gpu_s(att, held_s, window))
     leaves = budget[budget["leaf"]]
     owed = leaves["owed_gpu_s"].to_numpy()
     got = np.minimum(leaves["delivered_gpu_s"].to_numpy(), owed)
@@ -462,14 +517,17 @@ def summarise(events: pd.DataFrame, trace: pd.DataFrame, tree: BudgetTree, windo
         "occupancy_unallocated": _ratio(held_s[~funded].sum(), healthy),
         "utilization": _ratio(_useful_gpu_s(att, table, keys.att_job, window), healthy),
         "impact": float(budget["impact"].iloc[ROOT]),  # the root row: one definition of impact
+        "impact_useful": float(budget["impact_useful"].iloc[ROOT]),
         "impact_strict": float(strict),
         "unallocated_share": _ratio(held_s[~funded].sum(), held_s.sum()),
         "preemptions": int(preempts.sum()),
         "lost_gpu_hours": lost_to(att, "preempt", window) / 3600.0,
+        "preemption_lost_share": _ratio(wasted_gpu_s(att, window, "preempt").sum(), held_s.sum()),
+        **preemption_spread(events, job, att, keys.att_job, table, window, preempts),
         "jain": jain(got[owed > 0] / owed[owed > 0]),
         "requested_ratio": _requested_ratio(table, window, gpus_per_node),
         "withdrawn": int((table["state"] == "withdrawn").sum()),
-        **backlog(events, window),
+        **backlog(events, window, len(table)),
         **session_summary(events, keys, att, resubmitted, window),
         **health_summary(events, att, window, horizon_s, down),
         "preemptions_by_kind": {str(k): int(n) for k, n in

@@ -162,7 +162,9 @@ def result_sections(results: list[SimResult]) -> list[str]:
     configs = "".join(f"<details><summary>{html.escape(r.run)}: config and provenance</summary><pre>"
                       f"{html.escape(json.dumps({'config': r.config.to_dict(), 'provenance': r.provenance}, indent=2, default=str))}"
                       "</pre></details>" for r in results)
-    return [section("Headline", table_html(table)), section("Charts", "".join(map(chart_html, figures))),
+    warned = [text for r in results for text in r.warnings]
+    notes = [section("Warnings", "<ul>" + "".join(f"<li>{html.escape(t)}</li>" for t in warned) + "</ul>")] if warned else []
+    return [section("Headline", table_html(table)), *notes, section("Charts", "".join(map(chart_html, figures))),
             section("Configs", configs)]
 
 

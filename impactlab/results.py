@@ -25,15 +25,18 @@ from .events import EVENT_DTYPES, Job, jobs_from_trace
 from .explain import Story, explain, protection_ends
 from .files import check_output_dir
 from .metrics import SIZE_BUCKETS, Window, attempts, down_intervals, health_series, summarise
-from .registry import policy_class
+from .findings import findings
+from .registry import policy_class, policy_params
 from .units import DAY_S, HOUR_S
 
 log = logging.getLogger(__name__)
 
 #: Scalar keys of ``summary()`` that ``metrics()`` keeps as they are.
 SCALAR_METRICS = ("jobs", "availability", "occupancy", "occupancy_funded", "occupancy_unallocated",
-                  "utilization", "impact", "impact_strict", "unallocated_share", "jain", "requested_ratio",
-                  "preemptions", "lost_gpu_hours", "withdrawn", "queued_at_end", "backlog_growing", "sessions_killed", "sessions_killed_share",
+                  "utilization", "impact", "impact_useful", "impact_strict", "unallocated_share", "jain",
+                  "requested_ratio", "preemptions", "lost_gpu_hours", "preemption_lost_share",
+                  "preemptions_per_job_max", "preemptions_per_job_p99", "preempted_repeatedly_share", "withdrawn",
+                  "queued_at_end", "queued_at_end_share", "backlog_growing", "sessions_killed", "sessions_killed_share",
                   "session_lost_gpu_hours", "session_cut_gpu_hours", "resubmits", "node_failures", "human_repairs",
                   "auto_repairs", "jobs_hit", "failure_lost_gpu_hours")
 QUANTILE_NAMES = ("p50", "p90", "p99")
@@ -77,10 +80,10 @@ class SimResult:
         derived = summarise(self.events, self.trace, self.tree, self.window, self.config.gpus_per_node,
                             self.config.horizon_s, att=self._attempts, down=self._down)
         head = derived[0]
-        if head["backlog_growing"]:
-            log.warning("%s: the queue grew through the whole reporting window (%d queued jobs at its start, %d at "
-                        "its end): waits grow with the run's length; give jobs a patience (patience_hours) or the "
-                        "cluster more GPUs", self.run, head["queued_at_start"], head["queued_at_end"])
+        knobs = frozenset(p.name for p in policy_params(self.config.policy))
+        head["warnings"] = [f.message for f in findings(head, self.run, knobs)]
+        for message in head["warnings"]:
+            log.warning("%s", message)
         return derived
 
     @cached_property
@@ -108,6 +111,13 @@ class SimResult:
                 # human repairs follow from these inputs: shown wherever they are reported
                 "repair": self.repair, "human_fraction": self.config.health.human_fraction}
         return {**head, **self._derived[0]}
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the headline numbers may hide (thrashing, a backlog, impact counting work thrown
+        away), a sentence each; also logged once and in ``summary()["warnings"]``
+        (``impactlab.findings`` holds the thresholds)."""
+        return list(self._derived[0]["warnings"])
 
     def metrics(self) -> dict[str, float | int]:
         """Headline metrics as one flat dict of numbers (no wall time): see ``flat_metrics``."""

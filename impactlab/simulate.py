@@ -18,7 +18,7 @@ from .cluster import Cluster
 from .config import PAIRINGS, RepairMode, SimConfig
 from .engine import Engine, Sessions, Timing
 from .events import events_frame, jobs_from_trace
-from .overview import warn_about_load
+from .overview import check_load
 from .params import ParamError
 from .policies import Policy, make_policy
 from .results import SimResult
@@ -134,7 +134,7 @@ def _one_repair(config: SimConfig, changes: Mapping[str, Any]) -> dict[str, Any]
 def _check_load(config: SimConfig, inputs: Inputs) -> None:
     """Warn when a replayed trace offers far more or less work than the cluster can take."""
     if inputs.provenance.get("source") != "synthetic":
-        warn_about_load(inputs.trace, config.gpus, config.gpus_per_node, config.horizon_s / DAY_S)
+        check_load(inputs.trace, config.gpus, config.gpus_per_node, config.horizon_s / DAY_S)
 
 
 def _shared_warmup_days(config: SimConfig, runs: list[SimConfig]) -> float:

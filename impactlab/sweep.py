@@ -58,7 +58,7 @@ log = logging.getLogger(__name__)
 #: Bookkeeping columns of a sweep frame, between the config columns and the metrics.
 META = ("run_key", "point_key", "status", "error", "wall_s")
 #: Metrics of headline tables (report, CLI), in the order people read them.
-HEADLINE = ("impact", "occupancy", "utilization", "unallocated_share", "wait_p90_s.debug", "preemptions",
+HEADLINE = ("impact", "impact_useful", "occupancy", "utilization", "unallocated_share", "wait_p90_s.debug", "preemptions",
             "lost_gpu_hours")
 RUNS = "runs"
 MANIFEST = "sweep.json"

@@ -157,6 +157,8 @@ class Explorer(w.VBox):
         self.bar.add_class("impactlab-progress")
         self.message = w.HTML(layout=w.Layout(display="none"))
         self.message.add_class("impactlab-message")
+        self.warnings = w.HTML(layout=w.Layout(display="none"))  # what the headline may hide
+        self.warnings.add_class("impactlab-warnings")
         self.run_button = w.Button(description="Run", icon="play", tooltip="simulate with these settings")
         self.run_button.add_class("impactlab-run")
         self.run_button.on_click(lambda _: self.run())
@@ -188,7 +190,7 @@ class Explorer(w.VBox):
                        self.run_button, sections], layout=w.Layout(width="350px", min_width="350px"))
         self.stories = JobStories()
         why = w.Accordion(children=[self.stories], titles=("Why is my job waiting?",))
-        right = w.VBox([self.status, self.bar, self.message, self.tabs, why],
+        right = w.VBox([self.status, self.bar, self.message, self.warnings, self.tabs, why],
                        layout=w.Layout(flex="1 1 auto", min_width="0"))
         self.children = [w.HBox([left, right])]
         self.workload.observe(self._on_workload, names="value")
@@ -314,6 +316,7 @@ class Explorer(w.VBox):
         self.results = outcome.results
         self.runs += 1
         self._show_message("")
+        self._show_warnings([text for r in self.results for text in r.warnings])
         self.run_button.button_style = ""
         self._draw(replace_all=True)
         self.stories.show(self.results)
@@ -477,6 +480,13 @@ class Explorer(w.VBox):
         self.message.layout.display = "block" if text else "none"
         if text:
             self._set_status(f"run {self.runs}: not run, see the message", "impactlab-error")
+
+
+    def _show_warnings(self, texts: list[str]) -> None:
+        """The runs' warnings (thrashing, a backlog, impact counting lost work), above the charts."""
+        items = "".join(f"<li>{html.escape(t)}</li>" for t in texts)
+        self.warnings.value = f"<ul style='color:#8a5300;margin:2px 0'>{items}</ul>" if texts else ""
+        self.warnings.layout.display = "block" if texts else "none"
 
 
 class JobStories(w.VBox):

@@ -20,9 +20,10 @@ from .budget_io import load_budgets
 from .budgets import BudgetTree
 from .config import SimConfig
 from .generator import generate
+from .overview import span_days
 from .trace import validate_trace
 from .traces import load
-from .traces.reshape import default_patience, fill_contract, window
+from .traces.reshape import default_patience, fill_contract, protect_for_own_length, window
 from .units import DAY_S, HOUR_S
 
 log = logging.getLogger(__name__)
@@ -51,9 +52,13 @@ def prepare(config: SimConfig, trace: pd.DataFrame | None = None, budgets: Budge
     if tree is None and config.budgets_path:
         tree = load_budgets(config.budgets_path)
     if trace is not None:
+        loaded = "load_report" in trace.attrs  # from a loader (a real trace), not written by hand
         trace, provenance = validate_trace(trace, max_gpus=config.gpus), {"source": "dataframe"}
+        if loaded:
+            trace, provenance = default_contract(trace, config, provenance)
     elif config.trace_path:
         trace, provenance = read_trace(config)
+        trace, provenance = default_contract(trace, config, provenance)
     else:
         work = generate(config.generator())
         trace, tree = work.trace, tree or work.tree
@@ -114,6 +119,24 @@ def read_trace(config: SimConfig) -> tuple[pd.DataFrame, dict[str, Any]]:
     return trace, provenance
 
 
+def default_contract(trace: pd.DataFrame, config: SimConfig,
+                     provenance: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """A replayed trace that declares no minimum runtimes gets ``config.contract_default`` (said
+    once, in the log, and kept in the provenance); one that declares any, or ``fill_contract``,
+    keeps its own."""
+    if config.fill_contract or (trace["min_runtime_s"] > 0).any() or config.contract_default == "none":
+        if not config.fill_contract and not (trace["min_runtime_s"] > 0).any():
+            provenance = {**provenance, "contract": "none declared; replayed unprotected (contract_default=none)"}
+        return trace, provenance
+    if config.contract_default == "per-kind":
+        trace, said = fill_contract(trace, ("min_runtime_s",)), "each job gets its kind's default minimum runtime"
+    else:
+        trace, said = protect_for_own_length(trace), "each job is protected for its own length, up to the policy's cap"
+    log.warning("the trace declares no minimum runtimes: %s (contract_default=%s; contract_default=none replays it "
+                "unprotected)", said, config.contract_default)
+    return trace, {**provenance, "contract": f"none declared: {said} (contract_default={config.contract_default})"}
+
+
 def file_hash(path: Path) -> str:
     """SHA-256 of a trace's bytes (of each file's name and bytes, for a folder of tables)."""
     digest = hashlib.sha256()
@@ -134,9 +157,9 @@ def _flat_tree(trace: pd.DataFrame) -> BudgetTree:
 
 
 def trace_span_days(trace: pd.DataFrame) -> float:
-    """A trace's span: up to its last submission, rounded up to the hour (at least an hour)."""
-    last = float(trace["submit_s"].max()) if len(trace) else 0.0
-    return max(math.ceil(last / HOUR_S + 1e-9), 1) * HOUR_S / DAY_S
+    """A trace's span (``impactlab.overview.span_days``: up to its last submission, rounded up
+    to the hour)."""
+    return span_days(trace)
 
 
 def fit(config: SimConfig, inputs: Inputs) -> SimConfig:

@@ -7,6 +7,7 @@ import json
 import logging
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 import impactlab as il
@@ -17,10 +18,11 @@ DATA = Path(__file__).parent.parent / "data"
 
 
 def small_trace() -> pd.DataFrame:
-    """Two days, 3 jobs: 48 GPU-hours + 24 GPU-hours (12 GPUs hold 16) + 8 GPU-hours."""
+    """Two days (the last job submitted at 47.5 h: a replay covers 48 h), 3 jobs: 48 GPU-hours +
+    24 GPU-hours (12 GPUs hold 16) + 8 GPU-hours."""
     rows = [{"job_id": "a", "submit_s": 0.0, "gpus": 2, "duration_s": 24 * 3600.0, "project": "p", "kind": "training"},
             {"job_id": "b", "submit_s": 86_400.0, "gpus": 12, "duration_s": 1.5 * 3600.0, "project": "q"},
-            {"job_id": "c", "submit_s": 2 * 86_400.0, "gpus": 1, "duration_s": 8 * 3600.0, "project": ""}]
+            {"job_id": "c", "submit_s": 2 * 86_400.0 - 1800, "gpus": 1, "duration_s": 8 * 3600.0, "project": ""}]
     return il.validate_trace(pd.DataFrame(rows))
 
 
@@ -38,7 +40,42 @@ def test_the_suggested_cluster_gives_the_asked_load_and_fits_the_largest_job():
     # 40 GPU-hours a day = 1.67 GPUs busy; at 0.1x that wants 16.7 GPUs -> 3 nodes
     assert info.gpus_for(demand=0.1) == 24
     assert info.offered_load(24) == 40 / 24 / 24
-    assert info.gpus_for(demand=2.5) == 16  # the largest job needs two nodes
+
+
+def test_a_job_larger_than_the_suggestion_is_skipped_and_the_size_worked_out_again():
+    """At 2.5x: 40 GPU-h a day wants 0.67 GPUs, one node; the 12-GPU job does not fit it, so
+    without it (56 GPU-h, 28 a day) one node again, now with every job left fitting."""
+    advice = overview(small_trace()).advise(2.5)
+    assert (advice.gpus, advice.skipped_jobs, advice.flags) == (8, 1, "--gpus 8 --skip-large")
+    assert advice.skipped_share == 24 / 80
+    assert (advice.largest_cluster, advice.load_at_largest) == (16, 40 / 24 / 16)
+    lines = advice.lines()
+    assert "skips 1 job larger than 8 GPUs, 30.0% of the GPU-hours" in lines[0]
+    assert "the largest (12 GPUs) needs --gpus 16, where the offered load is 0.10x" in lines[1]
+
+
+def test_an_acme_like_trace_gets_a_size_whose_replay_does_not_warn(tmp_path, caplog):
+    """One 1,024-GPU job among small ones: the suggestion leaves it out, and a replay at the
+    suggested size (with --skip-large) offers the asked load, so its load check is quiet."""
+    n = 400
+    rows = pd.DataFrame({"job_id": [f"j{i}" for i in range(n)], "submit_s": np.arange(n) * 1800.0,
+                         "gpus": np.tile([1, 2, 4, 8], n // 4), "duration_s": 3 * 3600.0, "project": "p"})
+    rows.loc[7, ["gpus", "duration_s"]] = (1024, 10 * 3600.0)
+    path = tmp_path / "acme-like.csv"
+    rows.to_csv(path, index=False)
+    advice = overview(il.load_trace(path)).advise(2.5)
+    assert advice.skipped_jobs == 1 and advice.gpus < 1024 and advice.largest_cluster == 1024
+    config = il.SimConfig(policy="fifo", gpus=advice.gpus, skip_large=True, trace_path=str(path))
+    with caplog.at_level(logging.WARNING, logger="impactlab"):
+        il.simulate(config)
+    assert not [r for r in caplog.records if "offers" in r.message]
+    replayed = overview(il.load_trace(path, max_gpus=advice.gpus, oversize="skip")).offered_load(advice.gpus)
+    assert 2.5 * (advice.gpus - 8) / advice.gpus < replayed <= 2.5  # 2.5x up to rounding to whole nodes
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="impactlab"):
+        il.simulate(config.with_params(gpus=1024, skip_large=False))
+    warned = [r.message for r in caplog.records if "offers" in r.message]
+    assert len(warned) == 1 and f"{advice.flags} gives 2.5x (skipping 1 job larger than {advice.gpus} GPUs)" in warned[0]
 
 
 def test_inspect_prints_the_summary_and_a_cluster_size(capsys):

@@ -112,6 +112,15 @@ def fill_contract(trace: pd.DataFrame, columns: tuple[str, ...] = ("min_runtime_
     return _done(trace, out, f"contract fields {list(columns)} from per-kind defaults")
 
 
+def protect_for_own_length(trace: pd.DataFrame) -> pd.DataFrame:
+    """Give every job a minimum runtime equal to its own length (``duration_s``): a job asks to
+    run to its end unpreempted, and the policy's cap decides how much of that it gets. What a
+    careful user would declare for a trace that records no minimum runtimes; without it, no job
+    is protected and an overloaded replay can preempt the same job hundreds of times."""
+    out = trace.assign(min_runtime_s=trace["duration_s"].to_numpy(dtype=float))
+    return _done(trace, out, "min_runtime_s = each job's own length (the trace declares none)")
+
+
 def default_patience(trace: pd.DataFrame, patience_s: float) -> pd.DataFrame:
     """Give jobs whose trace records no patience (``patience_s`` infinite) this one: a queued job
     not started within it is withdrawn. Real traces record none, so an overloaded replay's queue
