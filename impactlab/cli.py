@@ -31,7 +31,7 @@ log = logging.getLogger("impactlab")
 HEADLINE = ("availability", "occupancy", "occupancy_funded", "occupancy_unallocated", "utilization",
             "impact", "impact_useful", "impact_strict", "unallocated_share", "jain", "requested_ratio",
             "preemption_lost_share", "preempted_repeatedly_share", "queued_at_end_share")
-COUNTS = ("preemptions", "preemptions_per_job_max", "lost_gpu_hours", "withdrawn", "queued_at_end",
+COUNTS = ("preemptions", "preemptions_per_job_max", "funded_preemptions_per_job_max", "lost_gpu_hours", "withdrawn", "queued_at_end",
           "sessions_killed", "sessions_killed_share",
           "session_lost_gpu_hours", "session_cut_gpu_hours", "resubmits", "node_failures", "human_repairs",
           "auto_repairs", "jobs_hit", "failure_lost_gpu_hours")

@@ -18,7 +18,8 @@ from .units import HOUR_S
 #: Thrashing: more than this share of the GPU time delivered in the window was lost to
 #: preemption (progress since the last checkpoint, grace periods and restart overhead) ...
 LOST_SHARE = 0.10
-#: ... or some job was preempted more than this many times in the window.
+#: ... or some funded job was preempted more than this many times in the window (unallocated
+#: work is preemptible backfill by design; what it loses counts in the share above).
 PREEMPTIONS_PER_JOB = 20
 #: A backlog: more than this share of the run's jobs are still queued when it ends ...
 QUEUED_SHARE = 0.05
@@ -45,22 +46,22 @@ def findings(summary: Mapping[str, Any], run: str, knobs: frozenset[str] = froze
 
 
 def _thrashing(s: Mapping[str, Any], run: str, knobs: frozenset[str]) -> Finding | None:
-    lost, most = _number(s.get("preemption_lost_share")), int(s.get("preemptions_per_job_max") or 0)
+    lost, most = _number(s.get("preemption_lost_share")), int(s.get("funded_preemptions_per_job_max") or 0)
     if not (lost > LOST_SHARE or most > PREEMPTIONS_PER_JOB):
         return None
+    worst = f"funded job {s.get('most_preempted_funded_job')} was preempted {most} times" if most else \
+        "no funded job was preempted"
     return Finding("thrashing", f"{run}: preemption is thrashing: {_share(lost)} of the delivered GPU time was "
-                                f"lost to it and job {s.get('most_preempted_job')} was preempted {most} times "
-                                f"(warned above {LOST_SHARE:.0%} lost or {PREEMPTIONS_PER_JOB} preemptions of "
-                                f"one job); {_protection_advice(s, knobs)}")
+                                f"lost to it and {worst} (warned above {LOST_SHARE:.0%} lost or "
+                                f"{PREEMPTIONS_PER_JOB} preemptions of one funded job); {_protection_advice(knobs)}")
 
 
-def _protection_advice(s: Mapping[str, Any], knobs: frozenset[str]) -> str:
-    """The knob that protects the jobs being preempted, as far as the policy has one."""
-    if s.get("most_preempted_unallocated") and "protect_unallocated" in knobs:
-        return "that job is unallocated work, which this policy leaves unprotected (protect_unallocated)"
+def _protection_advice(knobs: frozenset[str]) -> str:
+    """The knobs that protect preempted jobs, as far as the policy has them."""
     if "cap_hours" in knobs:
+        unallocated = " (and protect_unallocated for unallocated work)" if "protect_unallocated" in knobs else ""
         return ("protect jobs longer: minimum runtimes (min_runtime_s; for a trace that declares none, "
-                "contract_default=job-length or fill_contract) or the protection cap (cap_hours)")
+                f"contract_default=job-length or fill_contract) or the protection cap (cap_hours){unallocated}")
     return "this policy has no contract to protect them (under legacy, only an opt-out does: preemptible=False)"
 
 
@@ -74,9 +75,9 @@ def _backlog(s: Mapping[str, Any], run: str) -> Finding | None:
     return Finding("backlog", f"{run}: a backlog: {s.get('queued_at_end', 0):,} jobs ({_share(share)} of the run's) "
                               f"are still queued at the end (queue over the window: {quarters}) and the median job "
                               f"waited {waited} to start (warned above {QUEUED_SHARE:.0%} queued, a "
-                              f"{MEDIAN_WAIT_S / HOUR_S:g} h median or a queue growing through the window); waits "
-                              "and impact then describe a queue that never drains: give the cluster more GPUs "
-                              "(gpus) or the jobs a patience (patience_hours)")
+                              f"{MEDIAN_WAIT_S / HOUR_S:g} h median or a queue growing through the window); the "
+                              "results leave that work out: if it should have run, give the cluster more GPUs "
+                              "(gpus), and if its owners would have given up, the jobs a patience (patience_hours)")
 
 
 def _impact_gap(s: Mapping[str, Any], run: str) -> Finding | None:

@@ -127,39 +127,59 @@ def ask_protection(trace: pd.DataFrame, kinds: Sequence[str] = ("interactive",),
 
 # ----- charts of metrics_frame ----------------------------------------------------------------
 def metric_chart(frame: pd.DataFrame, x: str, metrics: Mapping[str, str] | Sequence[str],
-                 columns: int = 2, log_x: bool = False) -> alt.FacetChart:
+                 columns: int = 2, log_x: bool = False, title: str = "") -> alt.ConcatChart:
     """Metrics of several runs (rows of ``metrics_frame``) against ``x``: lines over a numeric
     knob (a sweep), bars over a text column such as ``run`` (variants, in the runs' colours).
-    ``metrics`` maps a column to its title; each panel has its own value scale."""
+    ``metrics`` maps a column to its title; each panel has its own value scale, logarithmic
+    where the values span two orders of magnitude or more (a wait of 57 s next to one of
+    16,654 s), with values under 1 drawn at 1."""
     titles = dict(metrics) if isinstance(metrics, Mapping) else {m: m for m in metrics}
     missing = sorted((set(titles) | {x, "run"}) - set(frame.columns))
     if missing:
         raise ValueError(f"no column(s) {missing} in the frame")
-    ids = list(dict.fromkeys([x, "run"]))
-    long = frame[[*ids, *titles]].melt(id_vars=ids, var_name="column", value_name="value")
-    long["metric"] = long["column"].map(titles)
-    tooltip = ["run:N", "metric:N", alt.Tooltip("value:Q", format=",.3~f")]
     numeric = pd.api.types.is_numeric_dtype(frame[x]) and not pd.api.types.is_bool_dtype(frame[x])
+    cell = (WIDTH - 60 * columns) // columns
+    panels = [_metric_panel(frame, x, column, label, numeric, log_x).properties(
+        width=cell, height=150 if numeric else 18 * frame[x].nunique() + 10, title=label)
+        for column, label in titles.items()]
+    chart = alt.concat(*panels, columns=columns)
+    return chart.properties(title=title) if title else chart
+
+
+#: A panel's value axis turns logarithmic when its largest value is this many times its smallest.
+LOG_SPAN = 100.0
+
+
+def _metric_panel(frame: pd.DataFrame, x: str, column: str, label: str, numeric: bool,
+                  log_x: bool) -> alt.LayerChart:
+    """One metric of ``metric_chart``: a line over a numeric ``x``, bars over runs."""
+    ids = list(dict.fromkeys([x, "run"]))
+    data = frame[ids].assign(value=frame[column].to_numpy(dtype=float), metric=label)
+    positive = data["value"][data["value"] > 0]
+    log = len(positive) > 1 and positive.max() >= LOG_SPAN * max(positive.min(), 1.0)
+    if log:
+        data["value"] = data["value"].clip(lower=1.0)
+    value_scale = alt.Scale(type="log") if log else alt.Scale(zero=True)
+    value_title = f"{label} (log scale)" if log else None
+    tooltip = ["run:N", alt.Tooltip("value:Q", title=label, format=",.3~f")]
     if numeric:
         values = sorted(frame[x].dropna().unique().tolist())
         lo, hi = (values[0], values[-1]) if values else (1, 10)
         scale = alt.Scale(type="log" if log_x else "linear", domain=[lo, hi], nice=False, zero=False)
         axis = alt.Axis(values=values) if len(values) <= 12 else alt.Axis()  # tick the values tried
-        base = alt.Chart().encode(x=alt.X(f"{x}:Q", scale=scale, axis=axis), y=alt.Y("value:Q", title=None),
-                                  tooltip=[f"{x}:Q", *tooltip])
-        layer = alt.layer(base.mark_line(color="#08519c"), base.mark_point(filled=True, color="#08519c"),
-                          data=long)
-    else:
-        rows = [SimpleNamespace(run=run, config=SimpleNamespace(policy=policy))
-                for run, policy in zip(frame["run"], frame.get("policy", frame["run"]))]
-        colors = run_colors(rows)  # the runs' colours, as charts.headline draws them
-        scale = alt.Scale(domain=list(colors), range=list(colors.values()))
-        color = alt.Color("run:N", legend=None, scale=scale) if x == "run" else alt.value("#08519c")
-        order = list(dict.fromkeys(frame[x].astype(str)))
-        bars = alt.Chart().mark_bar().encode(y=alt.Y(f"{x}:N", sort=order, title=None),
-                                             x=alt.X("value:Q", title=None), color=color, tooltip=tooltip)
-        layer = alt.layer(bars, data=long)
-    cell = (WIDTH - 60 * columns) // columns
-    chart = layer.properties(width=cell, height=150 if numeric else 18 * frame[x].nunique() + 10).facet(
-        facet=alt.Facet("metric:N", sort=list(titles.values()), title=None), columns=columns)
-    return chart.resolve_scale(**({"y": "independent"} if numeric else {"x": "independent"}))
+        base = alt.Chart(data).encode(x=alt.X(f"{x}:Q", scale=scale, axis=axis),
+                                      y=alt.Y("value:Q", title=value_title, scale=value_scale),
+                                      tooltip=[f"{x}:Q", *tooltip])
+        return alt.layer(base.mark_line(color="#08519c"), base.mark_point(filled=True, color="#08519c"))
+    rows = [SimpleNamespace(run=run, config=SimpleNamespace(policy=policy))
+            for run, policy in zip(frame["run"], frame.get("policy", frame["run"]))]
+    colors = run_colors(rows)  # the runs' colours, as charts.headline draws them
+    scale = alt.Scale(domain=list(colors), range=list(colors.values()))
+    color = alt.Color("run:N", legend=None, scale=scale) if x == "run" else alt.value("#08519c")
+    order = list(dict.fromkeys(frame[x].astype(str)))
+    bars = alt.Chart(data).mark_bar().encode(y=alt.Y(f"{x}:N", sort=order, title=None),
+                                             x=alt.X("value:Q", title=value_title, scale=value_scale),
+                                             color=color, tooltip=tooltip)
+    return alt.layer(bars)
+
+

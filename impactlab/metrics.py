@@ -373,24 +373,23 @@ def wasted_gpu_s(att: pd.DataFrame, window: Window, cause: str | None = None) ->
 def preemption_spread(events: pd.DataFrame, job: np.ndarray, att: pd.DataFrame, att_job: np.ndarray,
                       table: pd.DataFrame, window: Window, preempts: np.ndarray) -> dict[str, object]:
     """How preemptions in the window spread over the jobs that ran in it (held GPUs in it): the
-    most any job had (and which), the 99th percentile, and the share preempted more than once.
-    A total alone hides thrashing: 1,000 preemptions of 1,000 jobs are not 1,000 of one job.
-    ``preempts`` marks the log's preempt rows in the window; ``att_job`` each attempt's job."""
+    most any job had, the 99th percentile and the share preempted more than once; and the most
+    any funded job had, and which (unallocated work is preemptible backfill by design, and its
+    losses count in ``preemption_lost_share``). A total alone hides thrashing: 1,000
+    preemptions of 1,000 jobs are not 1,000 of one job. ``preempts`` marks the log's preempt
+    rows in the window; ``att_job`` each attempt's job."""
     counts = np.bincount(job[preempts], minlength=len(table))[: len(table)]
     ran_here = clipped(att["start_s"].to_numpy(), att["end_s"].to_numpy(), window) > 0
     ran = np.zeros(len(table), bool)
     ran[att_job[ran_here]] = True
     per_job = counts[ran]
-    if not len(per_job):
-        return {"preemptions_per_job_max": 0, "preemptions_per_job_p99": math.nan,
-                "preempted_repeatedly_share": math.nan, "most_preempted_job": None,
-                "most_preempted_unallocated": None}
-    worst = int(np.argmax(counts))
-    return {"preemptions_per_job_max": int(per_job.max()),
-            "preemptions_per_job_p99": float(np.percentile(per_job, 99)),
-            "preempted_repeatedly_share": float((per_job > 1).mean()),
-            "most_preempted_job": str(table["job_id"].iloc[worst]) if counts[worst] else None,
-            "most_preempted_unallocated": bool(table["leaf"].iloc[worst] < 0) if counts[worst] else None}
+    funded = np.where(table["leaf"].to_numpy() >= 0, counts, 0)
+    worst = int(np.argmax(funded)) if len(funded) else 0
+    return {"preemptions_per_job_max": int(per_job.max()) if len(per_job) else 0,
+            "preemptions_per_job_p99": float(np.percentile(per_job, 99)) if len(per_job) else math.nan,
+            "preempted_repeatedly_share": float((per_job > 1).mean()) if len(per_job) else math.nan,
+            "funded_preemptions_per_job_max": int(funded[worst]) if len(funded) else 0,
+            "most_preempted_funded_job": str(table["job_id"].iloc[worst]) if len(funded) and funded[worst] else None}
 
 
 def subtree_impact(tree: BudgetTree, delivered: np.ndarray, owed: np.ndarray) -> np.ndarray:

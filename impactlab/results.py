@@ -35,7 +35,8 @@ log = logging.getLogger(__name__)
 SCALAR_METRICS = ("jobs", "availability", "occupancy", "occupancy_funded", "occupancy_unallocated",
                   "utilization", "impact", "impact_useful", "impact_strict", "unallocated_share", "jain",
                   "requested_ratio", "preemptions", "lost_gpu_hours", "preemption_lost_share",
-                  "preemptions_per_job_max", "preemptions_per_job_p99", "preempted_repeatedly_share", "withdrawn",
+                  "preemptions_per_job_max", "preemptions_per_job_p99", "preempted_repeatedly_share",
+                  "funded_preemptions_per_job_max", "withdrawn",
                   "queued_at_end", "queued_at_end_share", "backlog_growing", "sessions_killed", "sessions_killed_share",
                   "session_lost_gpu_hours", "session_cut_gpu_hours", "resubmits", "node_failures", "human_repairs",
                   "auto_repairs", "jobs_hit", "failure_lost_gpu_hours")

@@ -20,6 +20,7 @@ its input files, so an edited trace is a new run.
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import importlib
 import itertools
@@ -56,7 +57,7 @@ from .workload import file_hash
 log = logging.getLogger(__name__)
 
 #: Bookkeeping columns of a sweep frame, between the config columns and the metrics.
-META = ("run_key", "point_key", "status", "error", "wall_s")
+META = ("run_key", "point_key", "status", "error", "warnings", "wall_s")
 #: Metrics of headline tables (report, CLI), in the order people read them.
 HEADLINE = ("impact", "impact_useful", "occupancy", "utilization", "unallocated_share", "wait_p90_s.debug", "preemptions",
             "lost_gpu_hours")
@@ -260,10 +261,24 @@ def run_one(config: Mapping[str, Any], inputs: Mapping[str, str | None],
         work = prepare(sim_config)
         _check_trace(work.provenance, inputs.get("trace_sha256"))
         result = simulate(sim_config, inputs=work)
-        record = {"status": "ok", "metrics": result.metrics(), "provenance": result.provenance}
+        with _quiet("impactlab.results"):  # the run's warnings travel in its record, said once by the sweep
+            record = {"status": "ok", "metrics": result.metrics(), "provenance": result.provenance,
+                      "warnings": result.warnings}
     except Exception as err:  # noqa: BLE001 (recorded, not raised: one bad config must not stop a sweep)
         record = failure(err)
     return {**record, "wall_s": time.perf_counter() - began, "host": os.uname().nodename, "pid": os.getpid()}
+
+
+@contextlib.contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    """Logger ``name`` says only errors while the block runs."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _check_trace(provenance: Mapping[str, Any], expected: str | None) -> None:
@@ -431,7 +446,21 @@ def sweep(base: SimConfig, grid: Mapping[str, Sequence[Any]], seeds: Iterable[in
             if store:
                 store.write(run, record, rows[run.key])
             _report(run, record, bar)
-    return frame_of([rows[r.key] for r in runs])
+    frame = frame_of([rows[r.key] for r in runs])
+    _say_warnings(frame)
+    return frame
+
+
+def _say_warnings(frame: pd.DataFrame) -> None:
+    """One line for the runs that warned (thrashing, a backlog, ...): each run's sentences are in
+    its ``warnings`` column."""
+    said = frame["warnings"].fillna("").astype(str) if "warnings" in frame else pd.Series(dtype=str)
+    warned = int((said != "").sum())
+    if warned:
+        kinds = sorted({w.split(": ", 1)[1].split(":")[0] for text in said[said != ""] for w in text.split(" | ")
+                        if ": " in w})
+        log.warning("%d of %d runs warned (%s): see the sweep's 'warnings' column", warned, len(frame),
+                    ", ".join(kinds))
 
 
 def _check_out(out: str | Path) -> Path:
@@ -508,7 +537,8 @@ def _show(value: Any) -> str:
 def row_of(run: Run, record: Mapping[str, Any]) -> dict[str, Any]:
     """One tidy row: the config columns, bookkeeping, then the flat metrics (none if it failed)."""
     meta = {"run_key": run.key, "point_key": run.point, "status": record["status"],
-            "error": record.get("error", ""), "wall_s": float(record.get("wall_s", math.nan))}
+            "error": record.get("error", ""), "warnings": " | ".join(record.get("warnings", [])),
+            "wall_s": float(record.get("wall_s", math.nan))}
     return {**run.config.flat(), **meta, **record.get("metrics", {})}
 
 

@@ -3,6 +3,8 @@ offline, and embeds a bounded number of rows."""
 
 from __future__ import annotations
 
+import base64
+
 import dataclasses
 import re
 
@@ -110,12 +112,19 @@ def test_theme_is_registered_but_left_as_it_was(runs, tmp_path):
     assert alt.theme.active == before
 
 
-def test_enable_offline_selects_the_offline_jupyter_renderer():
+def test_enable_offline_shows_the_widget_with_a_picture_of_itself(runs):
+    """Offline, interactive, and a PNG plus a readable title for viewers that cannot run it."""
     renderer, theme = alt.renderers.active, alt.theme.active
     try:
         charts.enable_offline()
-        assert alt.renderers.active == "jupyter" and alt.renderers.options == {"offline": True}
+        assert alt.renderers.active == charts.RENDERER
         assert alt.JupyterChart._is_offline and alt.theme.active == charts.THEME
+        bundle = charts.queue(runs)._repr_mimebundle_()
+        bundle = bundle[0] if isinstance(bundle, tuple) else bundle
+        assert "application/vnd.jupyter.widget-view+json" in bundle
+        png = base64.b64decode(bundle["image/png"])
+        assert png.startswith(b"\x89PNG") and len(png) < 200_000
+        assert bundle["text/plain"].startswith("<chart: ") and "object at 0x" not in bundle["text/plain"]
     finally:
         alt.renderers.enable(renderer)
         alt.theme.enable(theme)

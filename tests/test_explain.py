@@ -266,7 +266,7 @@ def test_cli_explain_tells_a_preempted_jobs_story(tmp_path, capsys):
 
 
 def test_the_explorer_tells_the_story_of_a_job_picked_from_the_table():
-    app = Explorer(config=il.SimConfig(gpus=32, days=2.0, seed=1))
+    app = Explorer(config=il.SimConfig(gpus=32, days=2.0, seed=1), auto_s=60.0)  # every change runs at once
     stories = app.stories
     rows = story_choices(app.results[0])
     assert [value for _, value in stories.table.options] == rows.job_id.tolist()

@@ -24,8 +24,8 @@ CAP = frozenset({"cap_hours", "protect_unallocated"})
 
 def summary(**values) -> dict:
     """A summary with nothing to warn about, then ``values``."""
-    quiet = {"impact": 0.9, "impact_useful": 0.88, "preemption_lost_share": 0.01, "preemptions_per_job_max": 3,
-             "most_preempted_job": "j1", "most_preempted_unallocated": False, "queued_at_end": 2,
+    quiet = {"impact": 0.9, "impact_useful": 0.88, "preemption_lost_share": 0.01, "preemptions_per_job_max": 90,
+             "funded_preemptions_per_job_max": 3, "most_preempted_funded_job": "j1", "queued_at_end": 2,
              "queued_at_end_share": 0.01, "queue_quarters": [1, 2, 3, 2, 2], "backlog_growing": False,
              "wait_s": {"all": {"p50": 600.0}}}
     return {**quiet, **values}
@@ -37,13 +37,14 @@ def codes(s: dict, knobs: frozenset[str] = CAP) -> list[str]:
 
 # ----- thresholds, on hand-written summaries ----------------------------------------------------
 def test_a_quiet_run_has_no_findings():
+    """Unallocated backfill preempted 90 times is its contract; what it lost is in the share."""
     assert codes(summary()) == []
 
 
 @pytest.mark.parametrize(("values", "fires"), [
     ({"preemption_lost_share": f.LOST_SHARE}, False), ({"preemption_lost_share": f.LOST_SHARE + 0.001}, True),
-    ({"preemptions_per_job_max": f.PREEMPTIONS_PER_JOB}, False),
-    ({"preemptions_per_job_max": f.PREEMPTIONS_PER_JOB + 1}, True),
+    ({"funded_preemptions_per_job_max": f.PREEMPTIONS_PER_JOB}, False),
+    ({"funded_preemptions_per_job_max": f.PREEMPTIONS_PER_JOB + 1}, True),
     ({"preemption_lost_share": math.nan}, False),
 ])
 def test_thrashing_fires_past_either_threshold(values, fires):
@@ -73,13 +74,14 @@ def test_impact_counting_thrown_away_work_is_said(gap, fires):
 
 
 def test_the_advice_names_the_knob_that_protects_the_preempted_jobs():
-    thrash = {"preemptions_per_job_max": 74, "most_preempted_job": "x9"}
-    funded = f.findings(summary(**thrash), "impactful", CAP)[0].message
-    assert "job x9 was preempted 74 times" in funded and "cap_hours" in funded and "contract_default" in funded
-    spare = f.findings(summary(**thrash, most_preempted_unallocated=True), "impactful", CAP)[0].message
-    assert "unallocated work" in spare and "protect_unallocated" in spare
+    thrash = {"funded_preemptions_per_job_max": 74, "most_preempted_funded_job": "x9"}
+    impactful = f.findings(summary(**thrash), "impactful", CAP)[0].message
+    assert "funded job x9 was preempted 74 times" in impactful
+    assert all(k in impactful for k in ("cap_hours", "contract_default", "protect_unallocated"))
     legacy = f.findings(summary(**thrash), "legacy", frozenset())[0].message
     assert "preemptible=False" in legacy and "cap_hours" not in legacy
+    lost_only = f.findings(summary(preemption_lost_share=0.5, funded_preemptions_per_job_max=0), "x", CAP)[0]
+    assert "50% of the delivered GPU time" in lost_only.message and "no funded job was preempted" in lost_only.message
 
 
 # ----- impact on useful work, by hand -----------------------------------------------------------
@@ -152,7 +154,7 @@ def test_a_slurm_dump_at_the_suggested_size_does_not_thrash_silently(dump, capsy
     assert "impact_useful" in impactful
     quiet = abs(impactful["utilization"] - legacy["utilization"]) <= 0.3
     assert quiet or "impactful: preemption is thrashing" in err
-    assert impactful["preemptions_per_job_max"] <= f.PREEMPTIONS_PER_JOB  # each job asks to run to its end
+    assert impactful["funded_preemptions_per_job_max"] <= f.PREEMPTIONS_PER_JOB  # each asks to run to its end
 
 
 def test_the_same_dump_replayed_unprotected_thrashes_and_says_so(dump, capsys, caplog):

@@ -125,16 +125,28 @@ def test_ask_protection_trace_replays_and_the_cap_still_applies():
 def test_metric_chart_draws_lines_over_a_knob_and_bars_over_runs(runs):
     frame = metrics_frame(runs)
     lines = lessons.metric_chart(frame, "cap_hours", {"impact": "impact", "preemptions": "preemptions"},
-                                 log_x=True).to_dict()
-    assert lines["resolve"]["scale"]["y"] == "independent"
-    assert {layer["mark"]["type"] for layer in lines["spec"]["layer"]} == {"line", "point"}
-    x = lines["spec"]["layer"][0]["encoding"]["x"]
+                                 log_x=True, title="caps").to_dict()
+    assert lines["title"] == "caps" and [p["title"] for p in lines["concat"]] == ["impact", "preemptions"]
+    panel = lines["concat"][0]
+    assert {layer["mark"]["type"] for layer in panel["layer"]} == {"line", "point"}
+    x = panel["layer"][0]["encoding"]["x"]
     assert x["scale"]["type"] == "log" and x["scale"]["domain"] == [1.0, 8.0]
     assert x["axis"]["values"] == [1.0, 8.0]  # the caps tried, not log decades
     bars = lessons.metric_chart(frame, "run", ["impact", "wait_p90_s.debug"]).to_dict()
-    assert bars["spec"]["layer"][0]["mark"]["type"] == "bar"
-    assert bars["spec"]["layer"][0]["encoding"]["color"]["scale"]["domain"] == [r.run for r in runs]
-    assert len(bars["datasets"][next(iter(bars["datasets"]))]) == 2 * len(runs)
+    bar = bars["concat"][0]["layer"][0]
+    assert bar["mark"]["type"] == "bar"
+    assert bar["encoding"]["color"]["scale"]["domain"] == [r.run for r in runs]
+    assert sum(len(rows) for rows in bars["datasets"].values()) == 2 * len(runs)
+
+
+def test_a_metric_spanning_orders_of_magnitude_gets_a_log_axis():
+    """02's ablation: debug p90 of 57 s, 499 s and 1,470 s beside legacy's 16,654 s."""
+    frame = pd.DataFrame({"run": ["a", "b", "c", "d"], "policy": ["impactful"] * 3 + ["legacy"],
+                          "wait": [57.0, 499.0, 1470.0, 16654.0], "impact": [0.97, 0.98, 0.98, 0.44]})
+    chart = lessons.metric_chart(frame, "run", {"wait": "debug p90 wait (s)", "impact": "impact"}).to_dict()
+    wait, impact = (panel["layer"][0]["encoding"]["x"] for panel in chart["concat"])
+    assert wait["scale"]["type"] == "log" and wait["title"] == "debug p90 wait (s) (log scale)"
+    assert impact["scale"].get("type") is None  # 0.44-0.98: linear, from zero
 
 
 def test_metric_chart_names_missing_columns(runs):
@@ -144,4 +156,4 @@ def test_metric_chart_names_missing_columns(runs):
 
 def test_metric_chart_takes_missing_values():
     frame = pd.DataFrame({"run": ["a", "b"], "policy": ["x", "y"], "k": [1.0, 2.0], "m": [math.nan, 1.0]})
-    assert lessons.metric_chart(frame, "k", ["m"]).to_dict()["facet"]["field"] == "metric"
+    assert lessons.metric_chart(frame, "k", ["m"]).to_dict()["concat"][0]["title"] == "m"

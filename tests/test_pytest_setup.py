@@ -46,8 +46,10 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def run_pytest(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run_pytest(folder: Path, *args: str, fast: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("IMPACTLAB_FAST", "PYTEST_ADDOPTS")}
+    if fast is not None:
+        env["IMPACTLAB_FAST"] = fast
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
                           cwd=folder, env=env, capture_output=True, text=True, timeout=300)
 
@@ -64,6 +66,26 @@ def test_the_check_fails_when_cells_are_spread_over_workers(project):
     done = run_pytest(project, "-n", "2", "--dist", "load", "notebooks/chained.ipynb")
     assert done.returncode != 0
     assert "NameError" in done.stdout or "AssertionError" in done.stdout
+
+
+def checked_notebook(stored: str) -> nbformat.NotebookNode:
+    """One checked cell that prints the size it ran at; ``stored`` is its stored output."""
+    cell = nbformat.v4.new_code_cell(
+        "# NBVAL_CHECK_OUTPUT\nimport os\nprint('fast' if os.environ.get('IMPACTLAB_FAST') == '1' else 'full')",
+        execution_count=1, outputs=[nbformat.v4.new_output("stream", name="stdout", text=stored)])
+    return nbformat.v4.new_notebook(cells=[cell])
+
+
+def test_stored_outputs_are_compared_at_full_size_only(project):
+    """Stored outputs come from the notebook as shipped (full size); the fast default run checks
+    that every cell runs, the full-size run that the checked outputs still hold."""
+    path = project / "notebooks" / "checked.ipynb"
+    nbformat.write(checked_notebook("full\n"), path)
+    assert run_pytest(project, "-n", "0", "notebooks/checked.ipynb").returncode == 0  # fast: not compared
+    assert run_pytest(project, "-n", "0", "notebooks/checked.ipynb", fast="0").returncode == 0
+    nbformat.write(checked_notebook("something else\n"), path)
+    failed = run_pytest(project, "-n", "0", "notebooks/checked.ipynb", fast="0")
+    assert failed.returncode != 0 and "something else" in failed.stdout
 
 
 @pytest.mark.thorough
