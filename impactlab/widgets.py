@@ -73,10 +73,48 @@ def default_config() -> SimConfig:
     return load_scenario(path).config if path else SimConfig(gpus=88, days=7.0)
 
 
+#: Width of a control's label (its text must fit: ``label`` keeps labels short).
+LABEL_WIDTH = "150px"
+#: Labels that say more, or say it shorter, than the parameter's name does (the unit is added).
+LABELS = {
+    "funded_load": "funded", "pretrain_chain_mean": "runs per campaign", "trace_days": "trace length",
+    "cycle_s": "scheduling cycle",
+    "opt_out_long": "opt-out, jobs > 8 h", "opt_out_short": "opt-out, shorter jobs",
+    "session_resubmit_share": "sessions resubmitted", "session_resubmit_delay_s": "resubmit delay",
+    "warmup_days": "warm-up", "mtbf_hours": "node MTBF", "detect_hours": "detection",
+    "crash_s": "crash after", "half_life_days": "half-life", "cap_hours": "protection cap",
+    "cap_hours_interactive": "interactive cap", "reserve_min_nodes": "reserve from",
+}
+#: Words of a name as a label writes them.
+WORDS = {"gpus": "GPUs", "mtbf": "MTBF"}
+#: The word that ends a name when it only repeats the unit (``restart_overhead_s``, ``window_days``).
+UNIT_WORDS = {"s": "s", "h": "hours", "days": "days", "GPUs": "gpus", "nodes": "nodes", "jobs": "jobs"}
+#: How units read in a label.
+UNIT_TEXT = {"x capacity": "\u00d7 capacity", "x": "\u00d7"}
+
+
+def label(param: Param) -> str:
+    """A control's label: the parameter's name in words, with its unit (``restart_overhead_s`` ->
+    "restart overhead (s)", ``gpus`` -> "GPUs"). The name itself is in the tooltip."""
+    words, unit = param.name.split("_"), param.unit
+    if len(words) > 1 and words[-1] == UNIT_WORDS.get(unit):
+        words = words[:-1]
+    text = LABELS.get(param.name) or " ".join(WORDS.get(word, word) for word in words)
+    if not unit or unit.lower() in text.lower().split():  # "GPUs", "GPUs per node": said already
+        return text
+    return f"{text} ({UNIT_TEXT.get(unit, unit)})"
+
+
+def tooltip(param: Param) -> str:
+    """A control's tooltip: the parameter's name (as in presets, the CLI and scenario files) and help."""
+    return f"{param.name}: {param.describe()}"
+
+
 def control(param: Param, value: Any) -> w.Widget:
-    """The widget for one declared parameter, showing ``value``; tooltip = its help."""
-    common = {"description": param.name, "tooltip": param.describe(),
-              "style": {"description_width": "150px"}, "layout": w.Layout(width="330px")}
+    """The widget for one declared parameter, showing ``value``: labelled in words with its unit,
+    the parameter's name and help in the tooltip; as wide as its column."""
+    common = {"description": label(param), "tooltip": tooltip(param),
+              "style": {"description_width": LABEL_WIDTH}, "layout": w.Layout(width="auto")}
     span = param.slider_range
     if param.type is bool:
         widget = w.Checkbox(value=bool(value), indent=False, **common)
@@ -98,6 +136,25 @@ def control(param: Param, value: Any) -> w.Widget:
 def read(param: Param, widget: w.Widget) -> Any:
     """The parameter value a control holds (text parsed; empty text is none)."""
     return param.parse(widget.value) if isinstance(widget, w.Text) else widget.value
+
+
+#: How a stale chart looks (the class is set on the tabs while the charts do not match the controls).
+STALE_STYLE = "<style>.impactlab-stale { opacity: 0.35; filter: grayscale(100%); }</style>"
+
+#: Fitting a laptop screen (1024 px and up) without sideways scrolling: controls as wide as their
+#: column; the charts column wraps under the controls when narrower than 520 px; every tab shows
+#: its whole title (the tab bar wraps when they do not fit in one row); a chart wider than its
+#: tab is scaled down to fit (Vega's SVG has a viewBox), never cut off or scrolled.
+FIT_STYLE = """<style>
+.impactlab-explorer .impactlab-columns { flex-wrap: wrap; }
+.impactlab-explorer .impactlab-charts.jupyter-widget-tab > .lm-TabBar { height: auto; min-height: 0; }
+.impactlab-explorer .impactlab-charts.jupyter-widget-tab > .lm-TabBar > .lm-TabBar-content { flex-wrap: wrap; }
+.impactlab-explorer .impactlab-charts.jupyter-widget-tab > .lm-TabBar .lm-TabBar-tab {
+  flex: 0 0 auto; min-width: 0; padding: 0 7px; }
+.impactlab-explorer .impactlab-charts.jupyter-widget-tab > .widget-tab-contents { padding: 8px; }
+.impactlab-explorer .impactlab-charts .vega-embed { max-width: 100%; box-sizing: border-box; }
+.impactlab-explorer .impactlab-charts .vega-embed .marks { max-width: 100%; height: auto; }
+</style>"""
 
 
 def parse_query(query: str) -> tuple[dict[str, str], dict[str, str]]:
@@ -138,11 +195,12 @@ class Explorer(w.VBox):
         self._holding = False
         self._rate_s = 1e-6  # seconds per GPU-day, learnt from the runs
         self._build()
-        problem = self._apply_preset(preset) if preset else None
-        if problem:
-            self._show_message(problem)
-        elif run:
+        self._note: str | None = None
+        self._note = self._apply_preset(preset) if preset else None  # shown with the first run
+        if run:
             self.run()
+        elif self._note:
+            self._show_message(self._note)
 
     @classmethod
     def from_query(cls, query: str | None, **kwargs: Any) -> Explorer:
@@ -159,16 +217,20 @@ class Explorer(w.VBox):
         self.message.add_class("impactlab-message")
         self.warnings = w.HTML(layout=w.Layout(display="none"))  # what the headline may hide
         self.warnings.add_class("impactlab-warnings")
+        self.shown = w.HTML(STALE_STYLE)  # which settings the charts show; marked when stale
+        self.shown.add_class("impactlab-shown")
+        self.rule = w.HTML(f"<small>A change runs by itself when the run is expected to take under "
+                           f"{self.auto_s:g} s; a longer one waits for <b>Run</b> and shows its progress.</small>")
         self.run_button = w.Button(description="Run", icon="play", tooltip="simulate with these settings")
         self.run_button.add_class("impactlab-run")
         self.run_button.on_click(lambda _: self.run())
         self.workload = w.Dropdown(options=[SYNTHETIC, *scenarios(), "file"], value=self.scenario,
-                                   description="workload", layout=w.Layout(width="330px"),
-                                   style={"description_width": "150px"})
+                                   description="workload", layout=w.Layout(width="auto"),
+                                   style={"description_width": LABEL_WIDTH})
         self.workload.add_class("impactlab-param-workload")
         self.file = w.Text(placeholder="path to a trace file", description="trace file",
-                           continuous_update=False, layout=w.Layout(width="330px", display="none"),
-                           style={"description_width": "150px"})
+                           continuous_update=False, layout=w.Layout(width="auto", display="none"),
+                           style={"description_width": LABEL_WIDTH})
         self.upload = w.FileUpload(accept=".csv,.parquet,.json,.txt", multiple=False,
                                    layout=w.Layout(display="none"))
         self.compare_box = w.Checkbox(value=False, description="compare with", indent=False)
@@ -187,12 +249,17 @@ class Explorer(w.VBox):
         left = w.VBox([w.HTML("<b>Workload</b>"), self.workload, self.file, self.upload,
                        *self._widgets(MAIN["Cluster and workload"]), w.HTML("<b>Policy</b>"),
                        *self._widgets(MAIN["Policy"]), w.HBox([self.compare_box, self.policy_b]),
-                       self.run_button, sections], layout=w.Layout(width="350px", min_width="350px"))
+                       self.run_button, self.rule, sections],
+                      layout=w.Layout(flex="0 0 350px", width="350px", min_width="0"))
+        left.add_class("impactlab-controls")
         self.stories = JobStories()
         why = w.Accordion(children=[self.stories], titles=("Why is my job waiting?",))
-        right = w.VBox([self.status, self.bar, self.message, self.warnings, self.tabs, why],
-                       layout=w.Layout(flex="1 1 auto", min_width="0"))
-        self.children = [w.HBox([left, right])]
+        right = w.VBox([self.status, self.bar, self.message, self.warnings, self.shown, self.tabs, why],
+                       layout=w.Layout(flex="1 1 520px", min_width="0"))  # under 520 px: below the controls
+        right.add_class("impactlab-main")
+        columns = w.HBox([left, right])
+        columns.add_class("impactlab-columns")
+        self.children = [w.HTML(FIT_STYLE, layout=w.Layout(display="none")), columns]
         self.workload.observe(self._on_workload, names="value")
         self.file.observe(self._changed, names="value")
         self.upload.observe(self._on_upload, names="value")
@@ -211,8 +278,9 @@ class Explorer(w.VBox):
         for param in run_params:
             widget = control(param, flat.get(param.name, param.default))
             if param.name == "policy":
-                widget = w.Dropdown(options=policy_names(), value=config.policy, description="policy",
-                                    layout=w.Layout(width="330px"), style={"description_width": "150px"})
+                widget = w.Dropdown(options=policy_names(), value=config.policy, description=label(param),
+                                    tooltip=tooltip(param), layout=w.Layout(width="auto"),
+                                    style={"description_width": LABEL_WIDTH})
                 widget.add_class("impactlab-param-policy")
             widget.observe(self._on_policy if param.name == "policy" else self._changed, names="value")
             self.controls[param.name] = (param, widget)
@@ -227,6 +295,7 @@ class Explorer(w.VBox):
             config = self.config()
         except ERRORS as err:
             self._show_message(str(err))
+            self._mark_shown(stale=True)
             return
         self._show_message("")
         estimate = self.estimate_s(config)
@@ -235,6 +304,7 @@ class Explorer(w.VBox):
         else:
             self._set_status(f"about {estimate:.0f} s to simulate: press Run", "impactlab-ready")
             self.run_button.button_style = "warning"
+            self._mark_shown(stale=True)
 
     def _on_policy(self, change: Any) -> None:
         """A new policy brings its own knobs; the cluster and workload controls stay."""
@@ -258,6 +328,8 @@ class Explorer(w.VBox):
             self.set_values(shown, run=False)
         if name != "file" or self.file.value:
             self._changed()
+        else:  # waiting for a trace file: the charts show the workload picked before
+            self._mark_shown(stale=True)
 
     def _on_upload(self, change: Any) -> None:
         """Keep an uploaded trace in a private temp folder (never in the repository) and use it."""
@@ -307,15 +379,20 @@ class Explorer(w.VBox):
             key = self._key(config)
             cached = key in self._cache
             self._set_status("running...", "impactlab-busy")
+            if not cached:
+                self._mark_shown(stale=True, running=True)
             outcome = self._cache[key] if cached else self._simulate(config)
         except ERRORS as err:
             self._show_message(str(err))
             self._set_status(f"run {self.runs}: not run, see the message", "impactlab-error")
+            self._mark_shown(stale=True)
             return None
         self._remember(key, outcome)
         self.results = outcome.results
         self.runs += 1
-        self._show_message("")
+        self._show_message(self._note or "")
+        self._note = None
+        self._mark_shown(stale=False)
         self._show_warnings([text for r in self.results for text in r.warnings])
         self.run_button.button_style = ""
         self._draw(replace_all=True)
@@ -451,22 +528,48 @@ class Explorer(w.VBox):
         raise ParamError(f"share.{node}: no budget node {node!r} in this workload")
 
     def _apply_preset(self, preset: str | Mapping[str, Any]) -> str | None:
-        """Apply a query string or mapping; returns the problem to show, if any."""
+        """Apply a query string or mapping key by key; a key that cannot be applied is left at its
+        default and named, with the valid choices where there is a list. Returns what to show."""
         params, options = parse_query(preset) if isinstance(preset, str) else (dict(preset), {})
+        problems = []
+        for key, widget in (("scenario", self.workload), ("compare", self.policy_b)):
+            if options.get(key):
+                problems += self._try_preset(key, options[key], lambda v, w=widget: setattr(w, "value", v))
+        if options.get("compare") and self.policy_b.value == options["compare"]:
+            with self.hold():
+                self.compare_box.value = True
+        if options.get("tab"):
+            problems += self._try_preset("tab", options["tab"], self._select_tab)
+        ordered = sorted(params.items(), key=lambda kv: kv[0] != "policy")  # policy decides the knobs
+        for key, value in ordered:
+            if not key.startswith("share."):
+                problems += self._try_preset(key, value, lambda v, k=key: self.set_values({k: v}, run=False))
+        try:
+            self.config()  # the preset as a whole (a knob may not suit the policy)
+        except ERRORS as err:
+            problems.append(str(err))
+        if not problems:
+            return None
+        return f"preset {preset!r}: " + "; ".join(problems) + ". Ran with the defaults for those."
+
+    def _try_preset(self, key: str, value: str, apply: Any) -> list[str]:
+        """Apply one preset key; the problem, with the valid choices, if it cannot be applied."""
         try:
             with self.hold():
-                if options.get("scenario"):
-                    self.workload.value = options["scenario"]
-                if options.get("compare"):
-                    self.policy_b.value = options["compare"]
-                    self.compare_box.value = True
-                if options.get("tab") in TABS:
-                    self.tabs.selected_index = list(TABS).index(options["tab"])
-            self.set_values({k: v for k, v in params.items() if not k.startswith("share.")}, run=False)
-            self.config()  # check the whole preset before the first run
+                apply(value)
         except (*ERRORS, TraitError) as err:
-            return f"preset {preset!r}: {err}"
-        return None
+            widget = self.controls[key][1] if key in self.controls else \
+                {"scenario": self.workload, "compare": self.policy_b}.get(key)
+            choices = [str(o) for o in getattr(widget, "options", ())] or (list(TABS) if key == "tab" else [])
+            if choices:
+                return [f"{key}={value!r} is not one of {', '.join(choices)}"]
+            return [str(err)]
+        return []
+
+    def _select_tab(self, name: str) -> None:
+        if name not in TABS:
+            raise TraitError(name)
+        self.tabs.selected_index = list(TABS).index(name)
 
     # ----- status and messages -----------------------------------------------------------------
     def _set_status(self, text: str, state: str) -> None:
@@ -481,6 +584,24 @@ class Explorer(w.VBox):
         if text:
             self._set_status(f"run {self.runs}: not run, see the message", "impactlab-error")
 
+
+    def _mark_shown(self, stale: bool, running: bool = False) -> None:
+        """Say which settings the charts show; grey them out when the controls moved on (a change
+        waiting for Run, a bad value, a run in progress)."""
+        if not self.results:
+            self.shown.value = STALE_STYLE
+            return
+        first = self.results[0].config
+        what = (f"run {self.runs}: {' vs '.join(r.run for r in self.results)} on {first.gpus} GPUs, "
+                f"{first.days:g} days")
+        if stale:
+            why = "a new run is in progress" if running else "the controls have changed since: press Run"
+            text = f"&#9888; The charts still show {html.escape(what)}; {why}."
+            self.tabs.add_class("impactlab-stale")
+        else:
+            text = f"The charts show {html.escape(what)}."
+            self.tabs.remove_class("impactlab-stale")
+        self.shown.value = f"{STALE_STYLE}<small>{text}</small>"
 
     def _show_warnings(self, texts: list[str]) -> None:
         """The runs' warnings (thrashing, a backlog, impact counting lost work), above the charts."""

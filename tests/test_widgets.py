@@ -3,12 +3,14 @@ replaces the charts, compare mode, presets, the cache, and messages instead of t
 
 from __future__ import annotations
 
+import html
+
 import altair as alt
 import ipywidgets as w
 import pytest
 
 import impactlab as il
-from impactlab.widgets import HIDDEN, TABS, Explorer, parse_query
+from impactlab.widgets import HIDDEN, TABS, Explorer, default_config, parse_query
 
 SMALL = il.SimConfig(gpus=32, days=2.0, seed=1)
 
@@ -16,7 +18,7 @@ SMALL = il.SimConfig(gpus=32, days=2.0, seed=1)
 @pytest.fixture
 def app() -> Explorer:
     """An Explorer on a small synthetic cluster, after its first run."""
-    return Explorer(config=SMALL)
+    return Explorer(config=SMALL, auto_s=60.0)  # every change runs at once, however busy the machine
 
 
 def spec(app: Explorer) -> dict:
@@ -103,6 +105,19 @@ def test_a_slow_run_waits_for_the_button():
     assert app.bar.layout.display == "none"
 
 
+def test_charts_that_no_longer_match_the_controls_are_marked_and_say_what_they_show():
+    app = Explorer(config=SMALL, auto_s=0.0)
+    assert "impactlab-stale" not in app.tabs._dom_classes and "The charts show run 1:" in app.shown.value
+    assert f"under {app.auto_s:g} s" in app.rule.value  # the rule of what runs by itself, shown
+    app.controls["seed"][1].value = 3  # needs Run
+    assert "impactlab-stale" in app.tabs._dom_classes
+    assert "still show run 1" in app.shown.value and "press Run" in app.shown.value
+    app.run_button.click()
+    assert "impactlab-stale" not in app.tabs._dom_classes and "The charts show run 2:" in app.shown.value
+    app.workload.value = "file"  # no file given yet: a message, and the charts are run 2's
+    assert "impactlab-stale" in app.tabs._dom_classes and "still show run 2" in app.shown.value
+
+
 def test_opening_a_tab_draws_its_chart(app):
     for index in range(len(TABS)):
         app.tabs.selected_index = index
@@ -129,10 +144,21 @@ def test_a_query_string_presets_the_app():
 
 @pytest.mark.parametrize("query, words", [("gpus=-5", "gpus must be in"), ("bogus=1", "bogus"),
                                           ("policy=legacy&cap_hours=4", "cap_hours")])
-def test_a_bad_preset_shows_a_message(query, words):
+def test_a_bad_preset_shows_a_message_and_the_app_runs_without_it(query, words):
     app = Explorer.from_query(query)
-    assert words in app.message.value and app.results == []
-    assert "impactlab-error" in app.status._dom_classes
+    assert words in app.message.value and "Ran with the defaults for those" in app.message.value
+    assert len(app.results) == 1 and "impactlab-ready" in app.status._dom_classes
+
+
+def test_a_bad_choice_in_a_preset_lists_the_valid_ones_and_keeps_the_good_keys():
+    app = Explorer.from_query("policy=nope&gpus=48&days=2&tab=Nowhere&compare=nobody")
+    message = html.unescape(app.message.value)
+    assert "policy='nope' is not one of " + ", ".join(il.policy_names()) in message
+    assert "tab='Nowhere' is not one of " + ", ".join(TABS) in message and "compare='nobody'" in message
+    assert app.results[0].config.gpus == 48 and app.results[0].config.policy == default_config().policy
+    assert len(app.results) == 1  # no comparison: its policy was not valid
+    app.set(gpus=56)  # the next run drops the note
+    assert app.message.value == ""
 
 
 def test_query_strings_split_parameters_from_options():

@@ -169,3 +169,40 @@ def test_bad_parameter_shows_a_message_not_a_traceback(page, voila_url, shot):
     assert "Traceback" not in body and "There was an error when executing" not in body
     assert "-5" in message.inner_text() or "gpus" in message.inner_text()
     assert_clean_console(page)
+
+
+#: What of the app does not fit the window: the page's and the window's widths, the app's elements
+#: whose right edge is past the window's (cut off by an inner scroller, if not by the page), the tab
+#: titles and control labels shown cut, and inputs sticking out of the controls column.
+FIT = """() => {
+    const app = document.querySelector('.impactlab-explorer'), vw = window.innerWidth;
+    const shown = e => e.getClientRects().length > 0, right = e => e.getBoundingClientRect().right;
+    const name = e => e.tagName + '.' + String(e.className.baseVal ?? e.className).split(' ').join('.');
+    const cut = sel => Array.from(app.querySelectorAll(sel)).filter(shown)
+        .filter(e => e.scrollWidth > e.clientWidth).map(e => e.innerText);
+    const column = app.querySelector('.impactlab-controls');
+    return {
+        scrollWidth: document.documentElement.scrollWidth, innerWidth: vw,
+        outside: Array.from(app.querySelectorAll('*')).filter(shown).filter(e => right(e) > vw + 1)
+            .map(e => `${name(e)} ends at ${Math.round(right(e))} px`).slice(0, 5),
+        tabs: cut('.lm-TabBar-tabLabel'),
+        labels: cut('.widget-inline-hbox > .widget-label'),
+        sticking: Array.from(column.querySelectorAll('input, select, .widget-readout')).filter(shown)
+            .filter(e => right(e) > right(column) + 1).map(name),
+    };
+}"""
+
+
+def test_app_fits_a_1024_px_laptop_screen(page, voila_url, shot):
+    page.set_viewport_size({"width": 1024, "height": 768})
+    open_app(page, voila_url)
+    page.click(".impactlab-explorer .jupyter-widget-Collapse-header:has-text('More knobs')")
+    page.wait_for_selector(f"{control('restart_overhead_s')} .widget-readout")
+    shot(page, "1024px")
+    fit = page.evaluate(FIT)
+    assert fit["scrollWidth"] <= fit["innerWidth"] + 1, f"the page scrolls sideways: {fit}"
+    assert fit["outside"] == [], "parts of the app are past the window's right edge"
+    assert fit["tabs"] == [], "tab titles shown cut"
+    assert fit["labels"] == [], "control labels shown cut"
+    assert fit["sticking"] == [], "inputs stick out of the controls column"
+    assert_clean_console(page)
