@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import logging
+import os
 import tempfile
 import time
 from collections import OrderedDict
@@ -167,6 +168,23 @@ def parse_query(query: str) -> tuple[dict[str, str], dict[str, str]]:
             continue
         (options if key in ("scenario", "compare", "tab") else params)[key] = value
     return params, options
+
+
+def preset_from_voila() -> str:
+    """The query string of the page this kernel serves under Voila ("" when it has none), or ""
+    outside Voila (JupyterLab, nbval, nbconvert): the notebook's preset.
+
+    A preheated Voila kernel (``voila.json``: ``preheat_kernel``; Voila sets ``VOILA_PREHEAT`` in
+    its kernels) runs the notebook before anyone opens the page, so everything above this call
+    (imports, ``charts.enable_offline()``) is done by then; here it waits until a page is
+    requested and returns that page's query string. Elsewhere it returns at once: Voila's
+    ordinary kernels start with the query string as ``QUERY_STRING``; other kernels have none.
+    """
+    if os.environ.get("VOILA_PREHEAT") == "True":
+        from voila.utils import get_query_string  # voila is only there when Voila runs us
+
+        return get_query_string() or ""
+    return os.environ.get("QUERY_STRING", "")
 
 
 @dataclass

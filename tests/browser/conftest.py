@@ -72,7 +72,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
-    """Print where the screenshots and server logs are, whenever a browser test made some."""
+    """Print the times browser tests measured (``record_property("seconds: what", s)``, also
+    under xdist), and where the screenshots and server logs are, whenever a test made some."""
+    reports = [r for key in ("passed", "failed") for r in terminalreporter.stats.get(key, [])]
+    props = [p for r in reports for p in getattr(r, "user_properties", ())]
+    timed = [(k, v) for k, v in props if k.startswith("seconds: ")]
+    if timed:
+        terminalreporter.write_sep("-", "browser timings")
+        for key, seconds in timed:
+            terminalreporter.write_line(f"{key.removeprefix('seconds: ')}: {seconds:.2f} s")
     folder = config.stash.get(ARTIFACTS, None)
     if folder is not None:
         terminalreporter.write_sep("-", "browser screenshots and server logs")
@@ -162,7 +170,7 @@ def wait_until_answers(url: str, proc: subprocess.Popen, log: Path) -> None:
 
 
 @contextlib.contextmanager
-def serve(cmd: list[str], probe: str, log: Path, home: Path) -> Iterator[None]:
+def serve(cmd: list[str], probe: str, log: Path, home: Path) -> Iterator[subprocess.Popen]:
     """Run a server in its own process group until the block ends, also when it fails."""
     with log.open("w") as out:
         proc = subprocess.Popen(
@@ -175,7 +183,7 @@ def serve(cmd: list[str], probe: str, log: Path, home: Path) -> Iterator[None]:
         )
         try:
             wait_until_answers(probe, proc, log)
-            yield
+            yield proc
         finally:
             stop(proc)
 
@@ -195,8 +203,12 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 @pytest.fixture(scope="session")
-def voila_url(artifacts: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Base URL of a Voila server rendering notebooks/01-explorer.ipynb."""
+def voila_server(
+    artifacts: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """(base URL, process) of a Voila server rendering notebooks/01-explorer.ipynb, started as
+    the README says: from the repository root, whose voila.json preheats a kernel (it runs the
+    notebook up to the page's request before anyone opens the page)."""
     port = free_port()
     cmd = [sys.executable, "-m", "voila", "notebooks/01-explorer.ipynb", "--no-browser"]
     cmd += [f"--port={port}", "--Voila.port_retries=0", "--Voila.ip=127.0.0.1"]
@@ -204,8 +216,44 @@ def voila_url(artifacts: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
     # Any path but "/" answers (403: not an allowlisted file) without starting a kernel as "/" would.
     with serve(
         cmd, f"{base}/favicon.ico", artifacts / "voila.log", tmp_path_factory.mktemp("voila-home")
-    ):
-        yield base
+    ) as proc:
+        yield base, proc
+
+
+@pytest.fixture(scope="session")
+def voila_url(voila_server: tuple[str, subprocess.Popen]) -> str:
+    """Base URL of the Voila server rendering notebooks/01-explorer.ipynb."""
+    return voila_server[0]
+
+
+@pytest.fixture
+def voila_preheated(voila_server: tuple[str, subprocess.Popen], artifacts: Path) -> str:
+    """Base URL of the Voila server once a preheated kernel waits for a page (see
+    ``wait_until_preheated``), for measuring what a visitor of an idle server waits."""
+    base, proc = voila_server
+    wait_until_preheated(proc, int(base.rsplit(":", 1)[1]), artifacts / "voila.log")
+    return base
+
+
+def wait_until_preheated(proc: subprocess.Popen, port: int, log: Path) -> None:
+    """Wait until a kernel of the Voila server ``proc`` has run notebook 01 up to its wait for a
+    page: ``impactlab.widgets.preset_from_voila`` then holds a websocket open to the server's
+    port (Voila logs nothing then), which this looks for among the kernels' connections."""
+    import psutil  # a dependency of ipykernel, so there wherever Voila runs kernels
+
+    deadline = time.monotonic() + SERVER_START_S
+    server = psutil.Process(proc.pid)
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"Voila exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        for kernel in server.children(recursive=True):
+            with contextlib.suppress(psutil.Error):  # a kernel that ended meanwhile
+                links = kernel.net_connections(kind="tcp")
+                if any(c.raddr and c.raddr.port == port and c.status == "ESTABLISHED" for c in links):
+                    return
+        time.sleep(0.25)  # a kernel running a notebook: there is no event to wait on
+    tail = log.read_text()[-3000:]
+    pytest.fail(f"no Voila kernel waited for a page within {SERVER_START_S} s:\n{tail}")
 
 
 LAB_SETTINGS = {
