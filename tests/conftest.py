@@ -33,6 +33,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Print the times tests measured (``record_property("seconds: what", s)``: the browser tests'
+    first chart), also under xdist, whose workers' prints are not shown."""
+    reports = [r for key in ("passed", "failed") for r in terminalreporter.stats.get(key, [])]
+    timed = [(k, v) for r in reports for k, v in getattr(r, "user_properties", ()) if k.startswith("seconds: ")]
+    if timed:
+        terminalreporter.write_sep("-", "measured times")
+        for key, seconds in timed:
+            terminalreporter.write_line(f"{key.removeprefix('seconds: ')}: {seconds:.2f} s")
+
+
 # A policy from outside the package: registering it puts it through every test that runs
 # each registered policy (the invariants above all).
 register_policy("shortest", "plugin_policy:ShortestFirst")

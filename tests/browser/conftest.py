@@ -72,15 +72,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
-    """Print the times browser tests measured (``record_property("seconds: what", s)``, also
-    under xdist), and where the screenshots and server logs are, whenever a test made some."""
-    reports = [r for key in ("passed", "failed") for r in terminalreporter.stats.get(key, [])]
-    props = [p for r in reports for p in getattr(r, "user_properties", ())]
-    timed = [(k, v) for k, v in props if k.startswith("seconds: ")]
-    if timed:
-        terminalreporter.write_sep("-", "browser timings")
-        for key, seconds in timed:
-            terminalreporter.write_line(f"{key.removeprefix('seconds: ')}: {seconds:.2f} s")
+    """Where the screenshots and server logs are, whenever a test made some (the times the
+    browser tests measure are printed by ``tests/conftest.py``, which the xdist controller loads)."""
     folder = config.stash.get(ARTIFACTS, None)
     if folder is not None:
         terminalreporter.write_sep("-", "browser screenshots and server logs")
