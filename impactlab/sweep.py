@@ -490,18 +490,28 @@ class _bar:
     def __init__(self, progress: bool, total: int, done: int, backend: str) -> None:
         self.progress, self.total, self.done, self.backend = progress, total, done, backend
         self.bar: Any = None
+        self.shown: Any = None  # in Jupyter: the display of the widget bar, updated when it closes
         self.failed = 0
 
     def __enter__(self) -> Self:
         if self.progress:
             from tqdm.auto import tqdm
+            from tqdm.notebook import tqdm_notebook
 
-            self.bar = tqdm(total=self.total, initial=self.done, unit="run", desc=f"sweep ({self.backend})")
+            widget = issubclass(tqdm, tqdm_notebook)
+            self.bar = tqdm(total=self.total, initial=self.done, unit="run", desc=f"sweep ({self.backend})",
+                            **({"display": False} if widget else {}))
+            if widget:  # displayed here, with an id, so that the stored output ends at 100%, not 0%
+                from IPython.display import display
+
+                self.shown = display(self.bar.container, display_id=True)
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
             self.bar.close()
+        if self.shown is not None:
+            self.shown.update(self.bar.container)
 
     def step(self, failed: bool) -> None:
         """One more run completed."""
