@@ -15,6 +15,7 @@ from . import __version__
 from .budgets import BudgetError
 from .config import PAIRINGS, REPAIR_MODES, SimConfig, parameter, parameters
 from .files import InputFileError, OutputPathError, check_output_dir, check_output_file, read_yaml
+from .findings import queue_path
 from .machine import BACKENDS
 from .params import Param, ParamError, iter_groups
 from .policies import PolicyError
@@ -234,13 +235,23 @@ def check_size(size: SizeEstimate | None, runs: int, long_run: bool) -> None:
                      f"and --gpus, or pass --long-run to go ahead")
 
 
-def check_out(out: Path | None, flag: str = "--out") -> None:
+def check_out(out: Path | None) -> None:
     """Refuse an output folder that cannot be written before spending time on a run."""
     if out is not None:
         try:
             check_output_dir(out)
         except OutputPathError as err:
-            raise UsageError(f"{flag} {err}") from None
+            raise UsageError(f"--out {err}") from None
+
+
+def _out_refused(out: Path | None) -> bool:
+    """``check_out`` before anything slow is even imported; the one line on stderr if refused."""
+    try:
+        check_out(out)
+    except UsageError as err:
+        print(f"impactlab: error: {err}", file=sys.stderr)
+        return True
+    return False
 
 
 def json_ready(value: object, digits: int = 6) -> object:
@@ -273,7 +284,7 @@ def format_table(summary: dict) -> str:
     lines = [title]
     lines += [f"  {name:{W}} {_cell(summary[name], '.3f', 7)}" for name in HEADLINE]
     lines += [f"  {name:{W}} {_cell(summary[name], '.1f', 7)}" for name in COUNTS]
-    lines.append(f"  {'queued jobs by quarter':{W}} {' -> '.join(f'{q:,}' for q in summary['queue_quarters'])}")
+    lines.append(f"  {'queued jobs by quarter':{W}} {queue_path(summary['queue_quarters'])}")
     if summary["repair"] is not None:
         lines += [f"  {'repair (mode)':{W}} {summary['repair']:>7}", f"  {'human_fraction (input)':{W}} "
                   f"{summary['human_fraction']:7.2f}"]
@@ -300,7 +311,7 @@ def format_comparison(summaries: list[dict]) -> str:
     for name in (*HEADLINE, *COUNTS, "sim_wall_s"):
         lines.append(f"  {name:{W}}" + "".join(_cell(s[name], ".3f", 12) for s in summaries))
     lines.append("  queued jobs at the window's start and at the end of each quarter:")
-    lines += [f"    {s['policy']:22} {' -> '.join(f'{q:,}' for q in s['queue_quarters'])}" for s in summaries]
+    lines += [f"    {s['policy']:22} {queue_path(s['queue_quarters'])}" for s in summaries]
     if any(s["repair"] is not None for s in summaries):  # human repairs follow from these inputs
         lines.append(f"  {'repair (mode)':{W}}" + "".join(f"{s['repair'] or '-':>12}" for s in summaries))
         lines.append(f"  {'human_fraction (input)':{W}}" + "".join(f"{s['human_fraction']:12.2f}" for s in summaries))
@@ -320,10 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     if args.command in _EXTRA_COMMANDS:
         return _EXTRA_COMMANDS[args.command](args)
-    try:
-        check_out(getattr(args, "out", None))  # before anything slow is even imported
-    except UsageError as err:
-        print(f"impactlab: error: {err}", file=sys.stderr)
+    if _out_refused(getattr(args, "out", None)):
         return 2
     from .trace import TraceError
 
@@ -430,10 +438,7 @@ def _grid_file(path: Path) -> dict[str, Any]:
 
 def sweep_command(args: argparse.Namespace) -> int:
     """``impactlab sweep``: run the grid, print mean and CI per config (or the runs as JSON)."""
-    try:
-        check_out(args.out)  # before anything slow is even imported
-    except UsageError as err:
-        print(f"impactlab: error: {err}", file=sys.stderr)
+    if _out_refused(args.out):
         return 2
     from .sweep import SweepError, headline_table, summarise_sweep, sweep
 

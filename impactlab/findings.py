@@ -71,7 +71,7 @@ def _backlog(s: Mapping[str, Any], run: str) -> Finding | None:
     if not (share > QUEUED_SHARE or median > MEDIAN_WAIT_S or s.get("backlog_growing")):
         return None
     waited = f"{median / HOUR_S:,.1f} h" if math.isfinite(median) else "an undefined time"
-    quarters = " -> ".join(f"{q:,}" for q in s.get("queue_quarters") or [])
+    quarters = queue_path(s.get("queue_quarters") or [])
     return Finding("backlog", f"{run}: a backlog: {s.get('queued_at_end', 0):,} jobs ({_share(share)} of the run's) "
                               f"are still queued at the end (queue over the window: {quarters}) and the median job "
                               f"waited {waited} to start (warned above {QUEUED_SHARE:.0%} queued, a "
@@ -86,6 +86,11 @@ def _impact_gap(s: Mapping[str, Any], run: str) -> Finding | None:
         return None
     return Finding("impact_gap", f"{run}: impact {impact:.3f} counts GPU time that was then thrown away; on useful "
                                  f"work (impact_useful) it is {useful:.3f}")
+
+
+def queue_path(quarters: list[int]) -> str:
+    """The queue at the window's start and at the end of each quarter: "12 -> 40 -> 35 -> 51 -> 60"."""
+    return " -> ".join(f"{q:,}" for q in quarters)
 
 
 def _share(value: float) -> str:

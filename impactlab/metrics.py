@@ -370,14 +370,14 @@ def wasted_gpu_s(att: pd.DataFrame, window: Window, cause: str | None = None) ->
     return (clipped(start, start + overhead, window) + clipped(end - lost, end, window)) * att["gpus"].to_numpy()
 
 
-def preemption_spread(events: pd.DataFrame, job: np.ndarray, att: pd.DataFrame, att_job: np.ndarray,
-                      table: pd.DataFrame, window: Window, preempts: np.ndarray) -> dict[str, object]:
+def preemption_spread(job: np.ndarray, att: pd.DataFrame, att_job: np.ndarray, table: pd.DataFrame,
+                      window: Window, preempts: np.ndarray) -> dict[str, object]:
     """How preemptions in the window spread over the jobs that ran in it (held GPUs in it): the
     most any job had, the 99th percentile and the share preempted more than once; and the most
     any funded job had, and which (unallocated work is preemptible backfill by design, and its
     losses count in ``preemption_lost_share``). A total alone hides thrashing: 1,000
     preemptions of 1,000 jobs are not 1,000 of one job. ``preempts`` marks the log's preempt
-    rows in the window; ``att_job`` each attempt's job."""
+    rows in the window, ``job`` the job of each row; ``att_job`` each attempt's job."""
     counts = np.bincount(job[preempts], minlength=len(table))[: len(table)]
     ran_here = clipped(att["start_s"].to_numpy(), att["end_s"].to_numpy(), window) > 0
     ran = np.zeros(len(table), bool)
@@ -522,7 +522,7 @@ def summarise(events: pd.DataFrame, trace: pd.DataFrame, tree: BudgetTree, windo
         "preemptions": int(preempts.sum()),
         "lost_gpu_hours": lost_to(att, "preempt", window) / 3600.0,
         "preemption_lost_share": _ratio(wasted_gpu_s(att, window, "preempt").sum(), held_s.sum()),
-        **preemption_spread(events, job, att, keys.att_job, table, window, preempts),
+        **preemption_spread(job, att, keys.att_job, table, window, preempts),
         "jain": jain(got[owed > 0] / owed[owed > 0]),
         "requested_ratio": _requested_ratio(table, window, gpus_per_node),
         "withdrawn": int((table["state"] == "withdrawn").sum()),

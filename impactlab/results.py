@@ -57,6 +57,8 @@ class SimResult:
     #: Where the trace came from: path/format/sha256/rows kept and skipped, or {"source": "synthetic", ...}.
     provenance: dict = field(default_factory=dict)
     label: str = ""  # display name of the run; "" -> the policy
+    #: Log the run's warnings when its metrics are first derived (a sweep collects them instead).
+    log_warnings: bool = True
 
     @property
     def run(self) -> str:
@@ -83,7 +85,7 @@ class SimResult:
         head = derived[0]
         knobs = frozenset(p.name for p in policy_params(self.config.policy))
         head["warnings"] = [f.message for f in findings(head, self.run, knobs)]
-        for message in head["warnings"]:
+        for message in head["warnings"] if self.log_warnings else ():
             log.warning("%s", message)
         return derived
 

@@ -20,7 +20,6 @@ its input files, so an edited trace is a new run.
 from __future__ import annotations
 
 import ast
-import contextlib
 import hashlib
 import importlib
 import itertools
@@ -38,7 +37,7 @@ import traceback
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from numbers import Integral
 from pathlib import Path
@@ -260,25 +259,13 @@ def run_one(config: Mapping[str, Any], inputs: Mapping[str, str | None],
         sim_config = SimConfig.from_dict(config)
         work = prepare(sim_config)
         _check_trace(work.provenance, inputs.get("trace_sha256"))
-        result = simulate(sim_config, inputs=work)
-        with _quiet("impactlab.results"):  # the run's warnings travel in its record, said once by the sweep
-            record = {"status": "ok", "metrics": result.metrics(), "provenance": result.provenance,
-                      "warnings": result.warnings}
+        # the run's warnings travel in its record, and the sweep says them once
+        result = replace(simulate(sim_config, inputs=work), log_warnings=False)
+        record = {"status": "ok", "metrics": result.metrics(), "provenance": result.provenance,
+                  "warnings": result.warnings}
     except Exception as err:  # noqa: BLE001 (recorded, not raised: one bad config must not stop a sweep)
         record = failure(err)
     return {**record, "wall_s": time.perf_counter() - began, "host": os.uname().nodename, "pid": os.getpid()}
-
-
-@contextlib.contextmanager
-def _quiet(name: str) -> Iterator[None]:
-    """Logger ``name`` says only errors while the block runs."""
-    logger = logging.getLogger(name)
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
 
 
 def _check_trace(provenance: Mapping[str, Any], expected: str | None) -> None:
@@ -457,10 +444,7 @@ def _say_warnings(frame: pd.DataFrame) -> None:
     said = frame["warnings"].fillna("").astype(str) if "warnings" in frame else pd.Series(dtype=str)
     warned = int((said != "").sum())
     if warned:
-        kinds = sorted({w.split(": ", 1)[1].split(":")[0] for text in said[said != ""] for w in text.split(" | ")
-                        if ": " in w})
-        log.warning("%d of %d runs warned (%s): see the sweep's 'warnings' column", warned, len(frame),
-                    ", ".join(kinds))
+        log.warning("%d of %d runs warned: see the sweep's 'warnings' column", warned, len(frame))
 
 
 def _check_out(out: str | Path) -> Path:

@@ -124,10 +124,10 @@ def default_contract(trace: pd.DataFrame, config: SimConfig,
     """A replayed trace that declares no minimum runtimes gets ``config.contract_default`` (said
     once, in the log, and kept in the provenance); one that declares any, or ``fill_contract``,
     keeps its own."""
-    if config.fill_contract or (trace["min_runtime_s"] > 0).any() or config.contract_default == "none":
-        if not config.fill_contract and not (trace["min_runtime_s"] > 0).any():
-            provenance = {**provenance, "contract": "none declared; replayed unprotected (contract_default=none)"}
+    if config.fill_contract or (trace["min_runtime_s"] > 0).any():
         return trace, provenance
+    if config.contract_default == "none":
+        return trace, {**provenance, "contract": "none declared; replayed unprotected (contract_default=none)"}
     if config.contract_default == "per-kind":
         trace, said = fill_contract(trace, ("min_runtime_s",)), "each job gets its kind's default minimum runtime"
     else:
