@@ -12,7 +12,7 @@ import argparse
 import time
 
 import impactlab as il
-from impactlab.explain import story_choices
+from impactlab.analysis.explain import story_choices
 
 
 def main() -> None:

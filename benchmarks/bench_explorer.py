@@ -33,7 +33,13 @@ def stages(config: il.SimConfig, tab: str) -> dict[str, float]:
     _, t_metrics = timed(lambda: [r.summary() for r in results])  # type: ignore[attr-defined]
     chart, t_chart = timed(TABS[tab], results)
     _, t_json = timed(chart.to_dict)  # type: ignore[attr-defined]
-    return {"generate": t_gen, "simulate": t_sim, "metrics": t_metrics, "chart": t_chart, "to_dict": t_json}
+    return {
+        "generate": t_gen,
+        "simulate": t_sim,
+        "metrics": t_metrics,
+        "chart": t_chart,
+        "to_dict": t_json,
+    }
 
 
 def main() -> None:
@@ -45,10 +51,14 @@ def main() -> None:
     if args.gpus:
         base = base.with_params(gpus=args.gpus, budgets_path=None)
     print(f"{base.gpus} GPUs x {base.days:g} days, demand {base.demand:g}, policy {base.policy}")
-    print(f"{'tab':12} {'generate':>9} {'simulate':>9} {'metrics':>8} {'chart':>7} {'to_dict':>8} {'total':>7}")
+    print(
+        f"{'tab':12} {'generate':>9} {'simulate':>9} {'metrics':>8} {'chart':>7} {'to_dict':>8} {'total':>7}"
+    )
     for tab in TABS:
-        best = min((stages(base.with_params(seed=seed), tab) for seed in range(1, args.repeat + 1)),
-                   key=lambda s: sum(s.values()))
+        best = min(
+            (stages(base.with_params(seed=seed), tab) for seed in range(1, args.repeat + 1)),
+            key=lambda s: sum(s.values()),
+        )
         cells = " ".join(f"{best[k]:>{w}.3f}" for k, w in zip(best, (9, 9, 8, 7, 8)))
         print(f"{tab:12} {cells} {sum(best.values()):7.3f}")
     app = Explorer(config=base)
@@ -56,8 +66,10 @@ def main() -> None:
     for seed in range(10, 10 + args.repeat):
         _, wall = timed(app.set, seed=seed)
         rounds.append(wall)
-    print(f"Explorer round trip (slider change -> charts replaced), best of {args.repeat}: {min(rounds):.3f} s"
-          f" (worst {max(rounds):.3f} s)")
+    print(
+        f"Explorer round trip (slider change -> charts replaced), best of {args.repeat}: {min(rounds):.3f} s"
+        f" (worst {max(rounds):.3f} s)"
+    )
     app.set(seed=10)
     _, cached = timed(app.set, seed=10)
     print(f"back to a setting seen before (cache): {cached * 1000:.1f} ms")

@@ -28,7 +28,9 @@ def make_csv(path: Path, rows: int) -> None:
     reps = -(-rows // len(base))
     big = pd.concat([base] * reps, ignore_index=True).iloc[:rows]
     shift = np.repeat(np.arange(reps) * 7 * 86_400.0, len(base))[:rows]
-    big = big.assign(job_id=[f"j{i:07d}" for i in range(rows)], submit_s=big["submit_s"].to_numpy() + shift)
+    big = big.assign(
+        job_id=[f"j{i:07d}" for i in range(rows)], submit_s=big["submit_s"].to_numpy() + shift
+    )
     big.to_csv(path, index=False)
 
 
@@ -38,7 +40,12 @@ def main(rows: int) -> float:
         path = Path(tmp) / "big.csv"
         began = time.perf_counter()
         make_csv(path, rows)
-        log.info("wrote %d rows (%.0f MB) in %.1f s", rows, path.stat().st_size / 1e6, time.perf_counter() - began)
+        log.info(
+            "wrote %d rows (%.0f MB) in %.1f s",
+            rows,
+            path.stat().st_size / 1e6,
+            time.perf_counter() - began,
+        )
         began = time.perf_counter()
         trace = il.load_trace(path)
         took = time.perf_counter() - began

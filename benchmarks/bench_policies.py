@@ -29,7 +29,9 @@ def main() -> None:
     parser.add_argument("--policies", nargs="*", default=sorted(REGISTRY))
     args = parser.parse_args()
     scenarios = list(SCENARIOS.items())[:1] if args.quick else list(SCENARIOS.items())
-    print(f"{'scenario':28} {'policy':10} {'jobs':>7} {'events':>8} {'wall_s':>7} {'cpu_s':>7} {'metrics_s':>9}")
+    print(
+        f"{'scenario':28} {'policy':10} {'jobs':>7} {'events':>8} {'wall_s':>7} {'cpu_s':>7} {'metrics_s':>9}"
+    )
     for name, base in scenarios:
         workload = il.generate(base.generator())
         for policy in args.policies:
@@ -43,8 +45,11 @@ def main() -> None:
             began = time.perf_counter()
             result.summary()
             metrics_s = time.perf_counter() - began
-            print(f"{name:28} {policy:10} {len(workload.trace):7d} {len(result.events):8d} "
-                  f"{best_wall:7.2f} {best_cpu:7.2f} {metrics_s:9.2f}", flush=True)
+            print(
+                f"{name:28} {policy:10} {len(workload.trace):7d} {len(result.events):8d} "
+                f"{best_wall:7.2f} {best_cpu:7.2f} {metrics_s:9.2f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -23,12 +23,11 @@ import time
 from dataclasses import replace
 
 import pandas as pd
+from realtrace import public_shape
 
 import impactlab as il
+from impactlab.inputs.workload import trace_span_days
 from impactlab.policies import REGISTRY
-from impactlab.workload import trace_span_days
-
-from realtrace import public_shape
 
 
 def floor_s(events: pd.DataFrame) -> float:
@@ -58,7 +57,9 @@ def floor_s(events: pd.DataFrame) -> float:
     return time.perf_counter() - began
 
 
-def timed(config: il.SimConfig, trace: pd.DataFrame, tree: il.BudgetTree, repeat: int) -> tuple[il.SimResult, float]:
+def timed(
+    config: il.SimConfig, trace: pd.DataFrame, tree: il.BudgetTree, repeat: int
+) -> tuple[il.SimResult, float]:
     """The run of ``config`` and its best engine wall time over ``repeat`` runs."""
     best, result = float("inf"), None
     for _ in range(repeat):
@@ -68,8 +69,14 @@ def timed(config: il.SimConfig, trace: pd.DataFrame, tree: il.BudgetTree, repeat
     return result, best  # type: ignore[return-value]
 
 
-def bench(name: str, config: il.SimConfig, trace: pd.DataFrame, tree: il.BudgetTree,
-          policies: list[str], repeat: int) -> list[dict]:
+def bench(
+    name: str,
+    config: il.SimConfig,
+    trace: pd.DataFrame,
+    tree: il.BudgetTree,
+    policies: list[str],
+    repeat: int,
+) -> list[dict]:
     """One row per policy on one trace."""
     rows = []
     for policy in policies:
@@ -77,8 +84,17 @@ def bench(name: str, config: il.SimConfig, trace: pd.DataFrame, tree: il.BudgetT
         began = time.perf_counter()
         result.summary()
         metrics_s = time.perf_counter() - began
-        rows.append({"trace": name, "policy": policy, "jobs": len(trace), "events": len(result.events),
-                     "wall_s": wall, "metrics_s": metrics_s, "floor_s": floor_s(result.events)})
+        rows.append(
+            {
+                "trace": name,
+                "policy": policy,
+                "jobs": len(trace),
+                "events": len(result.events),
+                "wall_s": wall,
+                "metrics_s": metrics_s,
+                "floor_s": floor_s(result.events),
+            }
+        )
     frame = pd.DataFrame(rows)
     fifo = frame.loc[frame.policy == "fifo", "wall_s"]
     frame["x_fifo"] = frame.wall_s / fifo.iloc[0] if len(fifo) else float("nan")
@@ -89,12 +105,16 @@ def bench(name: str, config: il.SimConfig, trace: pd.DataFrame, tree: il.BudgetT
 
 def markdown(rows: list[dict]) -> str:
     """The rows as a markdown table."""
-    lines = ["| trace | policy | jobs | events | wall (s) | x fifo | x floor / event | metrics (s) | metrics / wall |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| trace | policy | jobs | events | wall (s) | x fifo | x floor / event | metrics (s) | metrics / wall |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r['trace']} | {r['policy']} | {r['jobs']} | {r['events']} | {r['wall_s']:.2f} | "
-                     f"{r['x_fifo']:.2f} | {r['x_floor_per_event']:.1f} | {r['metrics_s']:.2f} | "
-                     f"{r['metrics_share']:.0%} |")
+        lines.append(
+            f"| {r['trace']} | {r['policy']} | {r['jobs']} | {r['events']} | {r['wall_s']:.2f} | "
+            f"{r['x_fifo']:.2f} | {r['x_floor_per_event']:.1f} | {r['metrics_s']:.2f} | "
+            f"{r['metrics_share']:.0%} |"
+        )
     return "\n".join(lines)
 
 
@@ -114,11 +134,17 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--gpus", type=int, default=512)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--days", type=float, default=14.0, help="simulated span (0: the trace's whole span)")
+    parser.add_argument(
+        "--days", type=float, default=14.0, help="simulated span (0: the trace's whole span)"
+    )
     parser.add_argument("--repeat", type=int, default=1, help="runs per policy (best is kept)")
     parser.add_argument("--policies", nargs="*", default=sorted(REGISTRY))
-    parser.add_argument("--no-default", dest="default", action="store_false", help="skip the default scenario")
-    parser.add_argument("--profile", metavar="POLICY", help="only profile POLICY on the public-shape trace")
+    parser.add_argument(
+        "--no-default", dest="default", action="store_false", help="skip the default scenario"
+    )
+    parser.add_argument(
+        "--profile", metavar="POLICY", help="only profile POLICY on the public-shape trace"
+    )
     args = parser.parse_args()
     trace, tree = public_shape(args.jobs, args.gpus, args.seed)
     days = args.days or trace_span_days(trace)
@@ -132,7 +158,9 @@ def main() -> None:
     if args.default:
         base = il.SimConfig()
         work = il.generate(base.generator())
-        rows += bench("default (256 GPUs x 14 d)", base, work.trace, work.tree, args.policies, args.repeat)
+        rows += bench(
+            "default (256 GPUs x 14 d)", base, work.trace, work.tree, args.policies, args.repeat
+        )
         print(markdown(rows))
 
 

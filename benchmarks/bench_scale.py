@@ -27,18 +27,22 @@ HERE = Path(__file__).resolve().parent
 
 def one(policy: str, jobs: int, gpus: int) -> dict:
     """Generate, simulate and summarise one run in this process; its figures."""
-    import impactlab as il
     from bench_realtrace import floor_s
     from realtrace import public_shape
 
-    from impactlab.workload import trace_span_days
+    import impactlab as il
+    from impactlab.inputs.workload import trace_span_days
 
     began = time.perf_counter()
     trace, tree = public_shape(jobs, gpus)
     load_s = time.perf_counter() - began
     days = trace_span_days(trace)  # (days=None with a DataFrame trace means 14 days)
     began = time.perf_counter()
-    result = il.simulate(il.SimConfig(gpus=gpus, days=days, warmup_days=0.0, policy=policy), trace=trace, budgets=tree)
+    result = il.simulate(
+        il.SimConfig(gpus=gpus, days=days, warmup_days=0.0, policy=policy),
+        trace=trace,
+        budgets=tree,
+    )
     simulate_s = time.perf_counter() - began  # the engine, plus job records and the event frame
     began = time.perf_counter()
     result.summary()
@@ -47,18 +51,30 @@ def one(policy: str, jobs: int, gpus: int) -> dict:
     # Read before the floor's replay, whose lists of the whole log are the benchmark's, not the run's.
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
     floor = floor_s(result.events)
-    return {"policy": policy, "jobs": jobs, "gpus": gpus, "days": days, "events": events, "load_s": load_s,
-            "sim_s": result.sim_wall_s, "around_s": simulate_s - result.sim_wall_s, "metrics_s": metrics_s,
-            "total_s": load_s + simulate_s + metrics_s,
-            "us_per_event": 1e6 * result.sim_wall_s / events, "x_floor": result.sim_wall_s / floor,
-            "peak_mib": peak_mib}
+    return {
+        "policy": policy,
+        "jobs": jobs,
+        "gpus": gpus,
+        "days": days,
+        "events": events,
+        "load_s": load_s,
+        "sim_s": result.sim_wall_s,
+        "around_s": simulate_s - result.sim_wall_s,
+        "metrics_s": metrics_s,
+        "total_s": load_s + simulate_s + metrics_s,
+        "us_per_event": 1e6 * result.sim_wall_s / events,
+        "x_floor": result.sim_wall_s / floor,
+        "peak_mib": peak_mib,
+    }
 
 
 def spawn(policy: str, jobs: int, gpus: int, timeout_s: float) -> dict:
     """``one`` in a fresh process, or a row saying it timed out."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--one", policy, str(jobs), str(gpus)]
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=True, cwd=HERE)
+        out = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout_s, check=True, cwd=HERE
+        )
     except subprocess.TimeoutExpired:
         return {"policy": policy, "jobs": jobs, "gpus": gpus, "timeout_s": timeout_s}
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -66,17 +82,26 @@ def spawn(policy: str, jobs: int, gpus: int, timeout_s: float) -> dict:
 
 def markdown(rows: list[dict]) -> str:
     """The rows as a markdown table."""
-    lines = ["| policy | jobs | GPUs | days | events | trace (s) | engine (s) | around (s) | metrics (s) | total (s) | "
-             "us / event | x floor / event | peak MiB |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        (
+            "| policy | jobs | GPUs | days | events | trace (s) | engine (s) | around (s) | metrics (s) | total (s) | "
+            "us / event | x floor / event | peak MiB |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         if "timeout_s" in r:
-            lines.append(f"| {r['policy']} | {r['jobs']} | {r['gpus']} | timed out after {r['timeout_s']:.0f} s "
-                         "| | | | | | | | | |")
+            lines.append(
+                f"| {r['policy']} | {r['jobs']} | {r['gpus']} | timed out after {r['timeout_s']:.0f} s "
+                "| | | | | | | | | |"
+            )
             continue
-        lines.append(f"| {r['policy']} | {r['jobs']} | {r['gpus']} | {r['days']:.1f} | {r['events']} | {r['load_s']:.1f} | "
-                     f"{r['sim_s']:.1f} | {r.get('around_s', float('nan')):.1f} | {r['metrics_s']:.1f} | "
-                     f"{r['total_s']:.1f} | {r['us_per_event']:.1f} | "
-                     f"{r['x_floor']:.1f} | {r['peak_mib']:.0f} |")
+        lines.append(
+            f"| {r['policy']} | {r['jobs']} | {r['gpus']} | {r['days']:.1f} | {r['events']} | {r['load_s']:.1f} | "
+            f"{r['sim_s']:.1f} | {r.get('around_s', float('nan')):.1f} | {r['metrics_s']:.1f} | "
+            f"{r['total_s']:.1f} | {r['us_per_event']:.1f} | "
+            f"{r['x_floor']:.1f} | {r['peak_mib']:.0f} |"
+        )
     return "\n".join(lines)
 
 
@@ -88,7 +113,9 @@ def main() -> None:
     parser.add_argument("--gpus-sweep", type=int, nargs="*", default=[128, 1024, 8192])
     parser.add_argument("--sweep-jobs", type=int, default=100_000, help="jobs of the GPUs sweep")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
-    parser.add_argument("--one", nargs=3, metavar=("POLICY", "JOBS", "GPUS"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--one", nargs=3, metavar=("POLICY", "JOBS", "GPUS"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.one:
         print(json.dumps(one(args.one[0], int(args.one[1]), int(args.one[2]))))

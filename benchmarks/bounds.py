@@ -33,14 +33,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
-
-import impactlab as il
-from impactlab.engine import Engine
-from impactlab.policies.impactful import Impactful
-from impactlab.workload import trace_span_days
-
 from log_hashes import digest
 from realtrace import public_shape
+
+import impactlab as il
+from impactlab.inputs.workload import trace_span_days
+from impactlab.policies.impactful import Impactful
+from impactlab.sim.engine import Engine
 
 
 @dataclass
@@ -48,7 +47,9 @@ class Recording:
     """What one run of impactful did: per pass, whether it ran and its actions; per search,
     (succeeded, ``judged`` after it, ``missed_fresh`` after it)."""
 
-    passes: list[tuple[bool, list[tuple[Callable[..., Any], tuple[Any, ...]]]]] = field(default_factory=list)
+    passes: list[tuple[bool, list[tuple[Callable[..., Any], tuple[Any, ...]]]]] = field(
+        default_factory=list
+    )
     searches: list[tuple[bool, bool, bool]] = field(default_factory=list)
 
 
@@ -88,6 +89,7 @@ def record(run: Callable[[], il.SimResult]) -> tuple[il.SimResult, Recording]:
         def act(self: Engine, *args: Any) -> Any:
             rec.passes[-1][1].append((ORIGINAL[name], args))
             return ORIGINAL[name](self, *args)
+
         return act
 
     def one_pass(self: Engine) -> None:
@@ -97,8 +99,11 @@ def record(run: Callable[[], il.SimResult]) -> tuple[il.SimResult, Recording]:
                 stack.enter_context(patched(Engine, name, recorder(name)))
             ORIGINAL["_pass"](self)
 
-    with patched(Impactful, "make_room", make_room), patched(Impactful, "plan", plan), \
-            patched(Engine, "_pass", one_pass):
+    with (
+        patched(Impactful, "make_room", make_room),
+        patched(Impactful, "plan", plan),
+        patched(Engine, "_pass", one_pass),
+    ):
         return run(), rec
 
 
@@ -145,7 +150,9 @@ def free_pass(rec: Recording) -> contextlib.AbstractContextManager[None]:
     return patched(Engine, "_pass", one_pass)
 
 
-def traces(names: list[str], jobs: int, gpus: int) -> Iterator[tuple[str, il.SimConfig, pd.DataFrame, il.BudgetTree]]:
+def traces(
+    names: list[str], jobs: int, gpus: int
+) -> Iterator[tuple[str, il.SimConfig, pd.DataFrame, il.BudgetTree]]:
     """(name, impactful's config, trace, budget tree) of each asked trace: the public shape
     (``jobs`` on ``gpus``, 14 days as ``bench_realtrace.py`` runs it, or its whole span as
     ``bench_scale.py`` does when ``whole``), or the default scenario."""
@@ -153,16 +160,23 @@ def traces(names: list[str], jobs: int, gpus: int) -> Iterator[tuple[str, il.Sim
         if name in ("public", "whole"):
             trace, tree = public_shape(jobs, gpus, 0)
             days = trace_span_days(trace) if name == "whole" else 14
-            yield f"public shape, {jobs} jobs, {gpus} GPUs, {days:.0f} d", il.SimConfig(
-                gpus=gpus, days=days, warmup_days=0.0, policy="impactful"), trace, tree
+            yield (
+                f"public shape, {jobs} jobs, {gpus} GPUs, {days:.0f} d",
+                il.SimConfig(gpus=gpus, days=days, warmup_days=0.0, policy="impactful"),
+                trace,
+                tree,
+            )
         else:
             config = il.SimConfig(policy="impactful")
             work = il.generate(config.generator())
             yield "default (256 GPUs x 14 d)", config, work.trace, work.tree
 
 
-def bench(name: str, config: il.SimConfig, trace: pd.DataFrame, tree: il.BudgetTree, repeat: int) -> list[dict]:
+def bench(
+    name: str, config: il.SimConfig, trace: pd.DataFrame, tree: il.BudgetTree, repeat: int
+) -> list[dict]:
     """The rows of one trace: impactful as is, its two bounds, fairshare and fifo."""
+
     def run(policy: str = "impactful") -> il.SimResult:
         gc.collect()
         return il.simulate(replace(config, policy=policy), trace=trace, budgets=tree)
@@ -188,31 +202,52 @@ def bench(name: str, config: il.SimConfig, trace: pd.DataFrame, tree: il.BudgetT
             best[label] = min(best.get(label, float("inf")), result.sim_wall_s)
             events[label] = len(result.events)
     fifo = best["fifo"]
-    return [{"trace": name, "run": label, "events": events[label], "wall_s": best[label], "x_fifo": best[label] / fifo,
-             "passes": len(rec.passes) if policy == "impactful" else None,
-             "searches": f"{len(rec.searches)} ({failed} failed)" if policy == "impactful" else ""}
-            for label, _, policy in runs]
+    return [
+        {
+            "trace": name,
+            "run": label,
+            "events": events[label],
+            "wall_s": best[label],
+            "x_fifo": best[label] / fifo,
+            "passes": len(rec.passes) if policy == "impactful" else None,
+            "searches": f"{len(rec.searches)} ({failed} failed)" if policy == "impactful" else "",
+        }
+        for label, _, policy in runs
+    ]
 
 
 def markdown(rows: list[dict]) -> str:
     """The rows as a markdown table."""
-    lines = ["| trace | run | events | engine (s) | x fifo | passes | searches |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| trace | run | events | engine (s) | x fifo | passes | searches |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r['trace']} | {r['run']} | {r['events']} | {r['wall_s']:.2f} | {r['x_fifo']:.2f} | "
-                     f"{r['passes'] or ''} | {r['searches']} |")
+        lines.append(
+            f"| {r['trace']} | {r['run']} | {r['events']} | {r['wall_s']:.2f} | {r['x_fifo']:.2f} | "
+            f"{r['passes'] or ''} | {r['searches']} |"
+        )
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--traces", nargs="*", choices=("public", "whole", "default"), default=["public", "default"],
-                        help="public: the public shape over 14 days; whole: over its whole span")
+    parser.add_argument(
+        "--traces",
+        nargs="*",
+        choices=("public", "whole", "default"),
+        default=["public", "default"],
+        help="public: the public shape over 14 days; whole: over its whole span",
+    )
     parser.add_argument("--jobs", type=int, default=20_000, help="jobs of the public shape")
     parser.add_argument("--gpus", type=int, default=512, help="GPUs of the public shape")
     parser.add_argument("--repeat", type=int, default=2, help="runs of each (best is kept)")
     args = parser.parse_args()
-    rows = [row for name, config, trace, tree in traces(args.traces, args.jobs, args.gpus)
-            for row in bench(name, config, trace, tree, args.repeat)]
+    rows = [
+        row
+        for name, config, trace, tree in traces(args.traces, args.jobs, args.gpus)
+        for row in bench(name, config, trace, tree, args.repeat)
+    ]
     print(markdown(rows))
 
 

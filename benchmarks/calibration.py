@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 import impactlab as il
-from impactlab.cluster import held_gpus
+from impactlab.base.gangs import held_gpus
 
 TARGETS = {  # kind -> (share of funded GPU time, GPUs, duration)
     "debug+interactive": ("2-5%", "1-8", "minutes to hours; interactive often > 8 h"),
@@ -26,19 +26,25 @@ TARGETS = {  # kind -> (share of funded GPU time, GPUs, duration)
 def kind_table(trace: pd.DataFrame) -> pd.DataFrame:
     """Per kind: share of funded GPU time, job share, GPU and duration quantiles."""
     funded = trace[trace["project"] != ""].copy()
-    funded["group"] = funded["kind"].replace({"debug": "debug+interactive", "interactive": "debug+interactive"})
+    funded["group"] = funded["kind"].replace(
+        {"debug": "debug+interactive", "interactive": "debug+interactive"}
+    )
     funded["gpu_h"] = funded["gpus"] * funded["duration_s"] / 3600
     rows = []
     for group, g in funded.groupby("group"):
-        rows.append({
-            "kind": group, "target share": TARGETS[group][0],
-            "share of funded GPU-h": f"{g['gpu_h'].sum() / funded['gpu_h'].sum():.1%}",
-            "jobs": len(g), "target GPUs": TARGETS[group][1],
-            "GPUs p50 / max": f"{g['gpus'].median():.0f} / {g['gpus'].max()}",
-            "target duration": TARGETS[group][2],
-            "duration p50 / p90": f"{_dur(g['duration_s'].median())} / {_dur(g['duration_s'].quantile(0.9))}",
-            "over 8 h": f"{(g['duration_s'] > 8 * 3600).mean():.0%}",
-        })
+        rows.append(
+            {
+                "kind": group,
+                "target share": TARGETS[group][0],
+                "share of funded GPU-h": f"{g['gpu_h'].sum() / funded['gpu_h'].sum():.1%}",
+                "jobs": len(g),
+                "target GPUs": TARGETS[group][1],
+                "GPUs p50 / max": f"{g['gpus'].median():.0f} / {g['gpus'].max()}",
+                "target duration": TARGETS[group][2],
+                "duration p50 / p90": f"{_dur(g['duration_s'].median())} / {_dur(g['duration_s'].quantile(0.9))}",
+                "over 8 h": f"{(g['duration_s'] > 8 * 3600).mean():.0%}",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -51,12 +57,10 @@ def overall(trace: pd.DataFrame, config: il.GeneratorConfig) -> dict[str, str]:
     span = config.gpus * config.days * 86400
     return {
         "jobs (funded / unallocated)": f"{funded.sum()} / {(~funded).sum()}",
-        "median job duration (funded / all)":
-            f"{_dur(trace['duration_s'][funded].median())} / {_dur(trace['duration_s'].median())}",
+        "median job duration (funded / all)": f"{_dur(trace['duration_s'][funded].median())} / {_dur(trace['duration_s'].median())}",
         "median GPUs per job": f"{trace['gpus'].median():.0f}",
         "jobs over 8 h (funded / all)": f"{long[funded].mean():.1%} / {long.mean():.1%}",
-        "GPU time in jobs over 8 h (funded / all)":
-            f"{gpu_s[funded & long].sum() / gpu_s[funded].sum():.0%} / {gpu_s[long].sum() / gpu_s.sum():.0%}",
+        "GPU time in jobs over 8 h (funded / all)": f"{gpu_s[funded & long].sum() / gpu_s[funded].sum():.0%} / {gpu_s[long].sum() / gpu_s.sum():.0%}",
         "offered load (demand): target / generated": f"{config.demand:g} / {gpu_s.sum() / span:.2f}",
         "funded load: target / generated": f"{config.funded_load:g} / {gpu_s[funded].sum() / span:.2f}",
     }

@@ -54,8 +54,22 @@ def instructions(checkout: Path, trace: str, policy: str, simulate_too: bool) ->
         # (run from an empty folder: ``python -c`` puts the working folder first on the path)
         env = {**os.environ, "PYTHONPATH": f"{checkout}{os.pathsep}{checkout / 'benchmarks'}"}
         code = RUN.format(shapes=repr(TRACES), policy=policy)
-        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-c", code,
-                        trace, "1" if simulate_too else "0"], env=env, cwd=tmp, check=True, capture_output=True)
+        subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                f"--callgrind-out-file={out}",
+                sys.executable,
+                "-c",
+                code,
+                trace,
+                "1" if simulate_too else "0",
+            ],
+            env=env,
+            cwd=tmp,
+            check=True,
+            capture_output=True,
+        )
         totals = re.search(r"^totals: (\d+)", out.read_text(), re.MULTILINE)
         if totals is None:
             raise SystemExit(f"no totals in callgrind's output for {checkout}")
@@ -64,7 +78,9 @@ def instructions(checkout: Path, trace: str, policy: str, simulate_too: bool) ->
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--checkout", type=Path, default=HERE.parent, help="the clone whose impactlab runs")
+    parser.add_argument(
+        "--checkout", type=Path, default=HERE.parent, help="the clone whose impactlab runs"
+    )
     parser.add_argument("--trace", choices=sorted(TRACES), default="public")
     parser.add_argument("--policy", default="impactful")
     args = parser.parse_args()

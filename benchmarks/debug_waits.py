@@ -22,8 +22,8 @@ from collections import Counter
 import numpy as np
 
 import impactlab as il
-from impactlab.policies.base import Context, Scheduler
 from impactlab.policies.impactful import Impactful
+from impactlab.sim.policy import Context, Scheduler
 
 
 class Observed(Impactful):
@@ -43,10 +43,19 @@ class Observed(Impactful):
 
     def _blocker(self, sched: Scheduler, j: int) -> str:
         job, cluster, jobs = sched.jobs[j], sched.cluster, sched.jobs
-        open_nodes = [n for n in range(cluster.nodes) if cluster.shielded[n] <= cluster.gpus_per_node - job.gpus]
+        open_nodes = [
+            n
+            for n in range(cluster.nodes)
+            if cluster.shielded[n] <= cluster.gpus_per_node - job.gpus
+        ]
         if not open_nodes:
             return "protected"
-        movable = [v for n in open_nodes for v in sched.on_node[n] if not sched.shielded[v] and sched.started_at[v] < sched.now]
+        movable = [
+            v
+            for n in open_nodes
+            for v in sched.on_node[n]
+            if not sched.shielded[v] and sched.started_at[v] < sched.now
+        ]
         if any(jobs[v].held > self.max_victim_ratio * job.held for v in movable):
             return "gangs"
         if any(jobs[v].funded for v in movable):
@@ -59,7 +68,9 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, default=88)
     parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2, 3, 4])
     args = parser.parse_args()
-    print("| seed | debug p90 (s) | p90 by GPUs (s) | failed searches | protected | gangs | fair share | other |")
+    print(
+        "| seed | debug p90 (s) | p90 by GPUs (s) | failed searches | protected | gangs | fair share | other |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for seed in args.seeds:
         config = il.SimConfig(gpus=args.gpus, seed=seed)
@@ -67,11 +78,18 @@ def main() -> None:
         result = il.simulate(config, policy=policy)
         jobs = result.jobs
         debug = jobs[(jobs["kind"] == "debug") & (jobs["submit_s"] >= config.warmup_s)]
-        by_gpus = {int(g): round(float(np.percentile(w, 90))) for g, w in debug.groupby("gpus")["wait_s"]}
+        by_gpus = {
+            int(g): round(float(np.percentile(w, 90))) for g, w in debug.groupby("gpus")["wait_s"]
+        }
         total = sum(policy.blocked.values()) or 1
-        shares = [f"{policy.blocked[k] / total:.0%}" for k in ("protected", "gangs", "fair share", "other")]
+        shares = [
+            f"{policy.blocked[k] / total:.0%}"
+            for k in ("protected", "gangs", "fair share", "other")
+        ]
         p90 = result.summary()["wait_s"]["debug"]["p90"]
-        print(f"| {seed} | {p90:.0f} | {by_gpus} | {total} | " + " | ".join(shares) + " |", flush=True)
+        print(
+            f"| {seed} | {p90:.0f} | {by_gpus} | {total} | " + " | ".join(shares) + " |", flush=True
+        )
 
 
 if __name__ == "__main__":

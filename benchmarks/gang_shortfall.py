@@ -27,7 +27,7 @@ import pandas as pd
 from scenarios import VARIANTS
 
 import impactlab as il
-from impactlab.tables import bucket_order
+from impactlab.analysis.tables import bucket_order
 
 log = logging.getLogger("gang_shortfall")
 
@@ -37,8 +37,11 @@ def measure(gpus: int, seed: int, demand: float, variant: str, split: bool = Fal
     policy, knobs = VARIANTS[variant]
     base = il.SimConfig(gpus=gpus, seed=seed, demand=demand)
     workload = il.generate(base.generator())
-    result = il.simulate(replace(base, policy=policy, policy_knobs=knobs), trace=workload.trace,
-                         budgets=workload.tree)
+    result = il.simulate(
+        replace(base, policy=policy, policy_knobs=knobs),
+        trace=workload.trace,
+        budgets=workload.tree,
+    )
     window = result.window
     capacity_h = window.capacity * window.span_s / 3600
     leaves = result.budgets[result.budgets["leaf"]]
@@ -46,15 +49,23 @@ def measure(gpus: int, seed: int, demand: float, variant: str, split: bool = Fal
     short_h = float((owed - np.minimum(leaves["delivered_gpu_s"].to_numpy(), owed)).sum()) / 3600
     funded = result.gang_idle(min_gpus=1).set_index("bucket")
     gangs = result.gang_idle().set_index("bucket")
-    row = {"gpus": gpus, "seed": seed, "demand": demand, "variant": variant,
-           "impact": result.summary()["impact"], "shortfall": short_h / capacity_h,
-           "funded_queued": funded.loc["all", "queued_gpu_hours"] / capacity_h,
-           "gang_queued": gangs.loc["all", "queued_gpu_hours"] / capacity_h,
-           "gang_lent": gangs.loc["all", "lent_gpu_hours"] / capacity_h}
+    row = {
+        "gpus": gpus,
+        "seed": seed,
+        "demand": demand,
+        "variant": variant,
+        "impact": result.summary()["impact"],
+        "shortfall": short_h / capacity_h,
+        "funded_queued": funded.loc["all", "queued_gpu_hours"] / capacity_h,
+        "gang_queued": gangs.loc["all", "queued_gpu_hours"] / capacity_h,
+        "gang_lent": gangs.loc["all", "lent_gpu_hours"] / capacity_h,
+    }
     for bucket, r in gangs.drop(index="all").iterrows():
         row[f"queued {bucket}"] = r["queued_gpu_hours"] / capacity_h
     if split:
-        row.update(result.owed_split().set_index("held_by")["share"].rename({"all": "instant short"}))
+        row.update(
+            result.owed_split().set_index("held_by")["share"].rename({"all": "instant short"})
+        )
     log.info("%s", row)
     return row
 
@@ -65,13 +76,26 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
     parser.add_argument("--demands", type=float, nargs="*", default=[2.0, 3.0])
     parser.add_argument("--variants", nargs="*", default=["impactful"], choices=sorted(VARIANTS))
-    parser.add_argument("--split", action="store_true", help="also split the instant shortfall (SimResult.owed_split)")
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="also split the instant shortfall (SimResult.owed_split)",
+    )
     parser.add_argument("--csv", help="also write every run's row here")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    rows = pd.DataFrame([measure(g, s, d, v, args.split) for g in args.gpus for d in args.demands for s in args.seeds
-                         for v in args.variants])
-    buckets = bucket_order(pd.Series([c.removeprefix("queued ") for c in rows if c.startswith("queued ")]))
+    rows = pd.DataFrame(
+        [
+            measure(g, s, d, v, args.split)
+            for g in args.gpus
+            for d in args.demands
+            for s in args.seeds
+            for v in args.variants
+        ]
+    )
+    buckets = bucket_order(
+        pd.Series([c.removeprefix("queued ") for c in rows if c.startswith("queued ")])
+    )
     rows = rows[[c for c in rows if not c.startswith("queued ")] + [f"queued {b}" for b in buckets]]
     if args.csv:
         rows.to_csv(args.csv, index=False)
@@ -83,7 +107,9 @@ def markdown(rows: pd.DataFrame) -> str:
     cells = rows.astype(object).where(rows.notna(), "")
     lines = ["| " + " | ".join(rows.columns) + " |", "|" + "---|" * len(rows.columns)]
     for _, r in cells.iterrows():
-        lines.append("| " + " | ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in r) + " |")
+        lines.append(
+            "| " + " | ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in r) + " |"
+        )
     return "\n".join(lines)
 
 

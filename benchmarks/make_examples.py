@@ -1,6 +1,6 @@
-"""Regenerate data/: scenario files, an example budget tree and small example traces.
+"""Regenerate impactlab/data/: scenario files, an example budget tree and small example traces.
 
-    python benchmarks/make_examples.py        # writes into data/
+    python benchmarks/make_examples.py        # writes into impactlab/data/
 
 Everything here comes from impactlab's own seeded generator; no third-party trace is shipped.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 import impactlab as il
-from impactlab.scenario import scenario_dict
+from impactlab.inputs.scenario import scenario_dict
 
 log = logging.getLogger("make_examples")
 
@@ -27,22 +27,31 @@ SCENARIOS = {
 
 def write_yaml(path: Path, data: dict, header: str) -> None:
     """YAML with a comment header, keys in the order given."""
-    path.write_text(f"# {header}\n# Regenerate with: python benchmarks/make_examples.py\n"
-                    + yaml.safe_dump(data, sort_keys=False, width=100))
+    path.write_text(
+        f"# {header}\n# Regenerate with: python benchmarks/make_examples.py\n"
+        + yaml.safe_dump(data, sort_keys=False, width=100)
+    )
     log.info("wrote %s", path)
 
 
 def main(out: Path) -> None:
-    """Write every file of data/ into ``out``."""
+    """Write every file of impactlab/data/ into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     for name, (gpus, days, text) in SCENARIOS.items():
         config = il.SimConfig(gpus=gpus, days=days, seed=0)
         tree = il.BudgetTree.from_dict(_rounded(il.generate(config.generator()).tree.to_dict()))
-        write_yaml(out / f"scenario-{name}.yaml", scenario_dict(name, config, tree, text), f"Scenario {name}")
+        write_yaml(
+            out / f"scenario-{name}.yaml",
+            scenario_dict(name, config, tree, text),
+            f"Scenario {name}",
+        )
     small = il.generate(il.GeneratorConfig(gpus=88, days=3, seed=1))
     small.trace.to_csv(out / "example-trace-88gpu-3d.csv", index=False)
-    write_yaml(out / "example-budgets.yaml", _annotated(_rounded(small.tree.to_dict()), small.users),
-               "Budget tree of example-trace-88gpu-3d.csv: programs -> projects (-> users)")
+    write_yaml(
+        out / "example-budgets.yaml",
+        _annotated(_rounded(small.tree.to_dict()), small.users),
+        "Budget tree of example-trace-88gpu-3d.csv: programs -> projects (-> users)",
+    )
     log.info("wrote %d jobs to %s", len(small.trace), out / "example-trace-88gpu-3d.csv")
 
 
@@ -65,6 +74,8 @@ def _annotated(tree: dict, users) -> dict:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "data")
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).resolve().parent.parent / "impactlab" / "data"
+    )
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     main(parser.parse_args().out)

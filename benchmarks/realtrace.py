@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 import impactlab as il
-from impactlab.traces.reshape import fill_contract
-from impactlab.units import DAY_S, HOUR_S
+from impactlab.base.units import DAY_S, HOUR_S
+from impactlab.inputs.traces.reshape import fill_contract
 
 log = logging.getLogger("realtrace")
 
@@ -58,8 +58,9 @@ def _submits_s(rng: np.random.Generator, jobs: int, span_s: float) -> np.ndarray
     return np.sort(first + within)[:jobs]
 
 
-def public_shape(jobs: int, gpus: int, seed: int = 0, load: float = 1.4,
-                 funded_share: float = 0.9) -> tuple[pd.DataFrame, il.BudgetTree]:
+def public_shape(
+    jobs: int, gpus: int, seed: int = 0, load: float = 1.4, funded_share: float = 0.9
+) -> tuple[pd.DataFrame, il.BudgetTree]:
     """A validated trace of ``jobs`` jobs for ``gpus`` GPUs at offered ``load`` (GPU-hours
     submitted per hour / capacity), and its budget tree. Queued jobs give up after a
     log-normal patience (median 12 h), so the backlog stays bounded on long runs."""
@@ -73,15 +74,24 @@ def public_shape(jobs: int, gpus: int, seed: int = 0, load: float = 1.4,
     weights = np.array([tree.fraction[leaf] for leaf in tree.leaves])
     project = rng.choice(vcs, jobs, p=weights / weights.sum())
     project = np.where(rng.random(jobs) < funded_share, project, "")
-    kind = np.where(size > 8, "training", np.where(size > 1, "training", np.where(work_s <= 1800, "eval", "other")))
+    kind = np.where(
+        size > 8,
+        "training",
+        np.where(size > 1, "training", np.where(work_s <= 1800, "eval", "other")),
+    )
     kind = np.where((size <= 2) & (rng.random(jobs) < 0.03), "debug", kind)
-    trace = pd.DataFrame({
-        "job_id": [f"r{i:07d}" for i in range(jobs)],
-        "submit_s": _submits_s(rng, jobs, span_s).round(1),
-        "user": [f"u{k:03d}" for k in rng.integers(0, 150, jobs)],
-        "project": project, "gpus": size, "duration_s": work_s, "kind": kind,
-        "patience_s": (12 * HOUR_S * np.exp(rng.normal(0.0, 1.0, jobs))).round(),
-    })
+    trace = pd.DataFrame(
+        {
+            "job_id": [f"r{i:07d}" for i in range(jobs)],
+            "submit_s": _submits_s(rng, jobs, span_s).round(1),
+            "user": [f"u{k:03d}" for k in rng.integers(0, 150, jobs)],
+            "project": project,
+            "gpus": size,
+            "duration_s": work_s,
+            "kind": kind,
+            "patience_s": (12 * HOUR_S * np.exp(rng.normal(0.0, 1.0, jobs))).round(),
+        }
+    )
     trace = fill_contract(il.validate_trace(trace, source="public-shape trace", max_gpus=gpus))
     return trace, tree
 
@@ -89,10 +99,15 @@ def public_shape(jobs: int, gpus: int, seed: int = 0, load: float = 1.4,
 def describe(trace: pd.DataFrame, gpus: int) -> dict[str, float]:
     """The shape figures the benchmark claims: job mix, durations, span and offered load."""
     span_s = float(trace.submit_s.max())
-    return {"jobs": len(trace), "days": span_s / DAY_S, "one_gpu_share": float((trace.gpus == 1).mean()),
-            "gangs_16_64": int((trace.gpus >= 16).sum()), "median_duration_s": float(trace.duration_s.median()),
-            "p99_duration_h": float(trace.duration_s.quantile(0.99) / HOUR_S),
-            "load": float((trace.gpus * trace.duration_s).sum() / (gpus * span_s))}
+    return {
+        "jobs": len(trace),
+        "days": span_s / DAY_S,
+        "one_gpu_share": float((trace.gpus == 1).mean()),
+        "gangs_16_64": int((trace.gpus >= 16).sum()),
+        "median_duration_s": float(trace.duration_s.median()),
+        "p99_duration_h": float(trace.duration_s.quantile(0.99) / HOUR_S),
+        "load": float((trace.gpus * trace.duration_s).sum() / (gpus * span_s)),
+    }
 
 
 if __name__ == "__main__":

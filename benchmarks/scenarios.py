@@ -31,10 +31,15 @@ VARIANTS = {
     "impactful": ("impactful", {}),
     "impactful+resv": ("impactful", {"backfill_reservation": True}),
     "impactful-noreserve": ("impactful", {"interactive_reserve": 0.0}),
-    "impactful-reserve1node": ("impactful", {"interactive_reserve": 0.005}),  # one node up to 200 nodes
+    "impactful-reserve1node": (
+        "impactful",
+        {"interactive_reserve": 0.005},
+    ),  # one node up to 200 nodes
     "impactful+everypass": ("impactful", {"gangs_preempt_every_pass": True}),
-    "impactful+everypass+resv": ("impactful", {"gangs_preempt_every_pass": True,
-                                               "backfill_reservation": True}),
+    "impactful+everypass+resv": (
+        "impactful",
+        {"gangs_preempt_every_pass": True, "backfill_reservation": True},
+    ),
     "impactful-victims2": ("impactful", {"max_victim_ratio": 2.0}),
     "impactful-victimsinf": ("impactful", {"max_victim_ratio": float("inf")}),
     "impactful-refresh60": ("impactful", {"refresh_s": 60.0}),
@@ -44,7 +49,7 @@ VARIANTS = {
 DEFAULT_VARIANTS = ["legacy", "fairshare", "impactful", "impactful+resv"]
 
 
-def all_funded(workload: il.generator.Workload, seed: int) -> pd.DataFrame:
+def all_funded(workload: il.inputs.generator.Workload, seed: int) -> pd.DataFrame:
     """The workload's trace with every unallocated job charged to a project, drawn in proportion
     to the projects' entitled shares (as in public traces, where every job has a queue)."""
     trace = workload.trace.copy()
@@ -65,16 +70,32 @@ def row(task: tuple) -> dict:
     base = il.SimConfig(gpus=gpus, seed=seed, demand=demand)
     workload = il.generate(base.generator())
     trace = all_funded(workload, seed) if funded_only else workload.trace
-    result = il.simulate(replace(base, policy=policy, policy_knobs=knobs), trace=trace, budgets=workload.tree)
+    result = il.simulate(
+        replace(base, policy=policy, policy_knobs=knobs), trace=trace, budgets=workload.tree
+    )
     s = result.summary()
     jobs, window = result.jobs, result.window
-    big = jobs[(jobs.gpus >= max(9, gpus // 16)) & (jobs.project.fillna("") != "")
-               & (jobs.submit_s >= window.t0) & (jobs.submit_s < window.t1)]
-    return {"scenario": scenario, "variant": variant, "gpus": gpus, "seed": seed, "demand": demand,
-            "occupancy": s["occupancy"], "impact": s["impact"], "unallocated_share": s["unallocated_share"],
-            "debug_p90_s": s["wait_s"].get("debug", {}).get("p90", float("nan")),
-            "big_p90_h": big.wait_s.quantile(0.9) / 3600 if len(big) else float("nan"),
-            "preemptions": s["preemptions"], "sim_wall_s": s["sim_wall_s"], **fragmentation(result)}
+    big = jobs[
+        (jobs.gpus >= max(9, gpus // 16))
+        & (jobs.project.fillna("") != "")
+        & (jobs.submit_s >= window.t0)
+        & (jobs.submit_s < window.t1)
+    ]
+    return {
+        "scenario": scenario,
+        "variant": variant,
+        "gpus": gpus,
+        "seed": seed,
+        "demand": demand,
+        "occupancy": s["occupancy"],
+        "impact": s["impact"],
+        "unallocated_share": s["unallocated_share"],
+        "debug_p90_s": s["wait_s"].get("debug", {}).get("p90", float("nan")),
+        "big_p90_h": big.wait_s.quantile(0.9) / 3600 if len(big) else float("nan"),
+        "preemptions": s["preemptions"],
+        "sim_wall_s": s["sim_wall_s"],
+        **fragmentation(result),
+    }
 
 
 def fragmentation(result: il.SimResult) -> dict:
@@ -86,9 +107,13 @@ def fragmentation(result: il.SimResult) -> dict:
     gangs = result.gang_idle().set_index("bucket").loc["all"]
     blocks = result.free_block_series()
     inside = blocks[blocks.t_h * 3600 >= window.t0]
-    return {"gang_waiting_share": gangs.waiting_h * 3600 / window.span_s,
-            "gang_idle_share": gangs.idle_gpu_hours / capacity_h, "gang_lent_share": gangs.lent_gpu_hours / capacity_h,
-            "largest_free_gpus": inside.largest_free_gpus.mean(), "largest_open_gpus": inside.largest_open_gpus.mean()}
+    return {
+        "gang_waiting_share": gangs.waiting_h * 3600 / window.span_s,
+        "gang_idle_share": gangs.idle_gpu_hours / capacity_h,
+        "gang_lent_share": gangs.lent_gpu_hours / capacity_h,
+        "largest_free_gpus": inside.largest_free_gpus.mean(),
+        "largest_open_gpus": inside.largest_open_gpus.mean(),
+    }
 
 
 def tasks(args: argparse.Namespace) -> list[tuple]:
@@ -98,7 +123,9 @@ def tasks(args: argparse.Namespace) -> list[tuple]:
         for demand in args.demands:
             for seed in args.seeds:
                 for variant in args.variants:
-                    out.append((f"{gpus} GPUs, demand {demand:g}", variant, gpus, seed, demand, False))
+                    out.append(
+                        (f"{gpus} GPUs, demand {demand:g}", variant, gpus, seed, demand, False)
+                    )
     if args.funded:
         for seed in args.seeds:
             for variant in args.variants:
@@ -112,26 +139,44 @@ def table(rows: pd.DataFrame) -> str:
     mean = rows.groupby(["scenario", "variant"], sort=False)[cols].mean()
     lo = rows.groupby(["scenario", "variant"], sort=False)["impact"].min()
     hi = rows.groupby(["scenario", "variant"], sort=False)["impact"].max()
-    lines = ["| scenario | policy | occupancy | impact (min-max over seeds) | unallocated share | "
-             "debug p90 (s) | largest gangs p90 (h) | preemptions |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        (
+            "| scenario | policy | occupancy | impact (min-max over seeds) | unallocated share | "
+            "debug p90 (s) | largest gangs p90 (h) | preemptions |"
+        ),
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for (scenario, variant), r in mean.iterrows():
-        lines.append(f"| {scenario} | {variant} | {r.occupancy:.3f} | {r.impact:.3f} "
-                     f"({lo[scenario, variant]:.3f}-{hi[scenario, variant]:.3f}) | {r.unallocated_share:.3f} | "
-                     f"{r.debug_p90_s:.0f} | {r.big_p90_h:.1f} | {r.preemptions:.0f} |")
+        lines.append(
+            f"| {scenario} | {variant} | {r.occupancy:.3f} | {r.impact:.3f} "
+            f"({lo[scenario, variant]:.3f}-{hi[scenario, variant]:.3f}) | {r.unallocated_share:.3f} | "
+            f"{r.debug_p90_s:.0f} | {r.big_p90_h:.1f} | {r.preemptions:.0f} |"
+        )
     return "\n".join(lines)
 
 
 def fragmentation_table(rows: pd.DataFrame) -> str:
     """Means over seeds of the fragmentation columns, as a markdown table."""
-    cols = ["gang_waiting_share", "gang_idle_share", "gang_lent_share", "largest_free_gpus",
-            "largest_open_gpus"]
+    cols = [
+        "gang_waiting_share",
+        "gang_idle_share",
+        "gang_lent_share",
+        "largest_free_gpus",
+        "largest_open_gpus",
+    ]
     mean = rows.groupby(["scenario", "variant"], sort=False)[cols].mean()
-    lines = ["| scenario | policy | gangs waiting (share of time) | idle while gangs waited | lent while "
-             "gangs waited | largest free block (GPUs) | largest free-or-lent block (GPUs) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        (
+            "| scenario | policy | gangs waiting (share of time) | idle while gangs waited | lent while "
+            "gangs waited | largest free block (GPUs) | largest free-or-lent block (GPUs) |"
+        ),
+        "|---|---|---|---|---|---|---|",
+    ]
     for (scenario, variant), r in mean.iterrows():
-        lines.append(f"| {scenario} | {variant} | {r.gang_waiting_share:.2f} | {r.gang_idle_share:.3f} | "
-                     f"{r.gang_lent_share:.3f} | {r.largest_free_gpus:.1f} | {r.largest_open_gpus:.1f} |")
+        lines.append(
+            f"| {scenario} | {variant} | {r.gang_waiting_share:.2f} | {r.gang_idle_share:.3f} | "
+            f"{r.gang_lent_share:.3f} | {r.largest_free_gpus:.1f} | {r.largest_open_gpus:.1f} |"
+        )
     return "\n".join(lines)
 
 
@@ -142,7 +187,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
     parser.add_argument("--demands", type=float, nargs="*", default=[2.0, 3.0])
     parser.add_argument("--variants", nargs="*", default=DEFAULT_VARIANTS, choices=sorted(VARIANTS))
-    parser.add_argument("--no-funded", dest="funded", action="store_false", help="skip the all-funded trace")
+    parser.add_argument(
+        "--no-funded", dest="funded", action="store_false", help="skip the all-funded trace"
+    )
     parser.add_argument("--csv", help="also write every run's row here")
     args = parser.parse_args()
     if args.quick:

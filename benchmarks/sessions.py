@@ -42,7 +42,9 @@ def session_row(result: il.SimResult) -> dict[str, float]:
         "preempted": kind["preempted_share"],
         "long preempted": float((long["preempts"] > 0).mean()) if len(long) else float("nan"),
         "killed": summary["sessions_killed_share"],
-        "finished": float((sessions["state"] == "finished").mean()) if len(sessions) else float("nan"),
+        "finished": float((sessions["state"] == "finished").mean())
+        if len(sessions)
+        else float("nan"),
         "lost / held": summary["session_lost_gpu_hours"] / held,
         "cut GPU-h": summary["session_cut_gpu_hours"],
         "wait p90 (s)": kind["wait_p90_s"] or 0.0,
@@ -61,7 +63,9 @@ def main() -> None:
         rows: dict[str, list[dict[str, float]]] = {label: [] for label in VARIANTS}
         for seed in args.seeds:
             config = il.SimConfig(gpus=gpus, seed=seed)
-            variants = {label: {"policy": "impactful", **knobs} for label, knobs in VARIANTS.items()}
+            variants = {
+                label: {"policy": "impactful", **knobs} for label, knobs in VARIANTS.items()
+            }
             for label, result in zip(VARIANTS, il.compare(config, variants)):
                 rows[label].append(session_row(result))
         if columns is None:
@@ -70,8 +74,10 @@ def main() -> None:
             print("|---|---|" + "---|" * len(columns))
         for label, runs in rows.items():
             means = [np.nanmean([r[c] for r in runs]) for c in columns]
-            cells = [f"{m:.0f}" if c.endswith("(s)") or c in ("sessions", "cut GPU-h") else f"{m:.2f}"
-                     for c, m in zip(columns, means)]
+            cells = [
+                f"{m:.0f}" if c.endswith("(s)") or c in ("sessions", "cut GPU-h") else f"{m:.2f}"
+                for c, m in zip(columns, means)
+            ]
             print(f"| {gpus} | {label} | " + " | ".join(cells) + " |", flush=True)
 
 

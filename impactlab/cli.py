@@ -11,36 +11,75 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from . import __version__
-from .budgets import BudgetError
-from .config import PAIRINGS, REPAIR_MODES, SimConfig, parameter, parameters
-from .files import InputFileError, OutputPathError, check_output_dir, check_output_file, read_yaml
-from .findings import queue_path
-from .machine import BACKENDS
-from .params import Param, ParamError, iter_groups
+from .analysis.findings import queue_path
+from .base.config import PAIRINGS, REPAIR_MODES, SimConfig, parameter, parameters
+from .base.files import (
+    InputFileError,
+    OutputPathError,
+    check_output_dir,
+    check_output_file,
+    read_yaml,
+)
+from .base.params import Param, ParamError, iter_groups
+from .base.registry import policy_class, policy_names, policy_params
+from .base.version import VERSION
+from .inputs.budgets import BudgetError
+from .inputs.scenario import ScenarioError, load_scenario
 from .policies import PolicyError
-from .registry import policy_class, policy_names, policy_params
-from .scenario import ScenarioError, load_scenario
+from .runs.machine import BACKENDS
 
 if TYPE_CHECKING:  # the modules that run simulations load when a command needs them (pandas:
     # about half a second), so a bad flag or output path is answered at once
-    from .simulate import SimResult
-    from .workload import SizeEstimate
+    from .inputs.workload import SizeEstimate
+    from .runs.simulate import SimResult
 
 log = logging.getLogger("impactlab")
 
-HEADLINE = ("availability", "occupancy", "occupancy_funded", "occupancy_unallocated", "utilization",
-            "impact", "impact_useful", "impact_strict", "unallocated_share", "jain", "requested_ratio",
-            "preemption_lost_share", "preempted_repeatedly_share", "queued_at_end_share")
-COUNTS = ("preemptions", "preemptions_per_job_max", "funded_preemptions_per_job_max", "lost_gpu_hours", "withdrawn", "queued_at_end",
-          "sessions_killed", "sessions_killed_share",
-          "session_lost_gpu_hours", "session_cut_gpu_hours", "resubmits", "node_failures", "human_repairs",
-          "auto_repairs", "jobs_hit", "failure_lost_gpu_hours")
+HEADLINE = (
+    "availability",
+    "occupancy",
+    "occupancy_funded",
+    "occupancy_unallocated",
+    "utilization",
+    "impact",
+    "impact_useful",
+    "impact_strict",
+    "unallocated_share",
+    "jain",
+    "requested_ratio",
+    "preemption_lost_share",
+    "preempted_repeatedly_share",
+    "queued_at_end_share",
+)
+COUNTS = (
+    "preemptions",
+    "preemptions_per_job_max",
+    "funded_preemptions_per_job_max",
+    "lost_gpu_hours",
+    "withdrawn",
+    "queued_at_end",
+    "sessions_killed",
+    "sessions_killed_share",
+    "session_lost_gpu_hours",
+    "session_cut_gpu_hours",
+    "resubmits",
+    "node_failures",
+    "human_repairs",
+    "auto_repairs",
+    "jobs_hit",
+    "failure_lost_gpu_hours",
+)
 #: Per-kind columns of the readable summary: (summary key, heading, format).
-KIND_CELLS = (("jobs", "jobs", "d"), ("preemptions", "preempts", "d"), ("preempted_share", "preempt sh", ".2f"),
-              ("killed", "killed", "d"), ("killed_share", "kill share", ".2f"),
-              ("lost_gpu_hours", "lost GPU-h", ".1f"), ("cut_gpu_hours", "cut GPU-h", ".1f"),
-              ("queued_p90_s", "queued p90", ".0f"))
+KIND_CELLS = (
+    ("jobs", "jobs", "d"),
+    ("preemptions", "preempts", "d"),
+    ("preempted_share", "preempt sh", ".2f"),
+    ("killed", "killed", "d"),
+    ("killed_share", "kill share", ".2f"),
+    ("lost_gpu_hours", "lost GPU-h", ".1f"),
+    ("cut_gpu_hours", "cut GPU-h", ".1f"),
+    ("queued_p90_s", "queued p90", ".0f"),
+)
 
 
 W = max(map(len, (*HEADLINE, *COUNTS))) + 2  # the name column of the readable tables
@@ -63,26 +102,58 @@ def build_parser() -> argparse.ArgumentParser:
     parameters (``impactlab.parameters()``), so a new knob is a new flag with no edit here."""
     parser = _Parser(prog="impactlab", description="Simulate GPU-cluster scheduling policies.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
-    parser.add_argument("--version", action="version", version=f"impactlab {__version__}")
+    parser.add_argument("--version", action="version", version=f"impactlab {VERSION}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    sim = sub.add_parser("simulate", help="replay a trace (or a synthetic Ai2-like workload) under a policy")
-    cmp = sub.add_parser("compare", help="replay the same workload under several policies, side by side")
-    sim.add_argument("--policy", required=True, type=_policy_name, help=f"one of {policy_names()} or module:Class")
+    sim = sub.add_parser(
+        "simulate", help="replay a trace (or a synthetic Ai2-like workload) under a policy"
+    )
+    cmp = sub.add_parser(
+        "compare", help="replay the same workload under several policies, side by side"
+    )
+    sim.add_argument(
+        "--policy",
+        required=True,
+        type=_policy_name,
+        help=f"one of {policy_names()} or module:Class",
+    )
     which = cmp.add_mutually_exclusive_group()
-    which.add_argument("--policies", nargs="+", default=["legacy", "impactful"], type=_policy_name,
-                       help=f"policies to compare (default legacy impactful); from {policy_names()} or module:Class")
-    which.add_argument("--pairing", choices=sorted(PAIRINGS), help="a named set of variants: ai2 = legacy with "
-                       "manual repair against impactful with automatic repair (Ai2's before/after)")
-    cmp.add_argument("--repairs", nargs="+", choices=REPAIR_MODES, metavar="MODE", help="with --policies: one "
-                     "repair mode per policy, in order (default: --repair, else automatic for all)")
+    which.add_argument(
+        "--policies",
+        nargs="+",
+        default=["legacy", "impactful"],
+        type=_policy_name,
+        help=f"policies to compare (default legacy impactful); from {policy_names()} or module:Class",
+    )
+    which.add_argument(
+        "--pairing",
+        choices=sorted(PAIRINGS),
+        help="a named set of variants: ai2 = legacy with "
+        "manual repair against impactful with automatic repair (Ai2's before/after)",
+    )
+    cmp.add_argument(
+        "--repairs",
+        nargs="+",
+        choices=REPAIR_MODES,
+        metavar="MODE",
+        help="with --policies: one "
+        "repair mode per policy, in order (default: --repair, else automatic for all)",
+    )
     for command in (sim, cmp):
         _run_options(command)
         _size_options(command)
-    _inspect_options(sub.add_parser("inspect", help="what a trace holds, and the cluster size that suits it"))
+    _inspect_options(
+        sub.add_parser("inspect", help="what a trace holds, and the cluster size that suits it")
+    )
     _sweep_commands(sub)
-    why = sub.add_parser("explain", help="why a job waited or was preempted: its story, from a saved run")
-    why.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a simulate --out folder (or one policy's "
-                     "folder of a compare --out)")
+    why = sub.add_parser(
+        "explain", help="why a job waited or was preempted: its story, from a saved run"
+    )
+    why.add_argument(
+        "run_dir",
+        type=Path,
+        metavar="RUN_DIR",
+        help="a simulate --out folder (or one policy's folder of a compare --out)",
+    )
     why.add_argument("job_id", metavar="JOB_ID", help="the job's id in the trace")
     why.add_argument("--json", action="store_true", help="print the steps as JSON")
     return parser
@@ -90,11 +161,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _size_options(command: argparse.ArgumentParser) -> None:
     """simulate and compare: progress, and the guard against runs too long to be meant."""
-    command.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                         help=f"a progress bar in simulated days on stderr (default: for runs of over "
-                              f"{PROGRESS_JOBS:,} estimated jobs)")
-    command.add_argument("--long-run", action="store_true",
-                         help=f"run even when the estimate is over {LONG_RUN_JOBS:,} jobs per policy")
+    command.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=f"a progress bar in simulated days on stderr (default: for runs of over "
+        f"{PROGRESS_JOBS:,} estimated jobs)",
+    )
+    command.add_argument(
+        "--long-run",
+        action="store_true",
+        help=f"run even when the estimate is over {LONG_RUN_JOBS:,} jobs per policy",
+    )
 
 
 def _inspect_options(command: argparse.ArgumentParser) -> None:
@@ -107,8 +185,8 @@ def _inspect_options(command: argparse.ArgumentParser) -> None:
 
 def inspect(args: argparse.Namespace) -> str:
     """The text (or JSON) ``impactlab inspect`` prints."""
-    from .overview import overview
-    from .traces import load
+    from .inputs.overview import overview
+    from .inputs.traces import load
 
     demand, per_node = getattr(args, "demand", 2.5), getattr(args, "gpus_per_node", 8)
     loaded = load(args.trace, getattr(args, "trace_format", None), on_bad="error")
@@ -122,25 +200,44 @@ def inspect(args: argparse.Namespace) -> str:
 
 def _run_options(command: argparse.ArgumentParser) -> None:
     """One flag per declared parameter, grouped; absent flags stay absent (not defaults)."""
-    command.add_argument("--scenario", type=Path, help="scenario YAML (data/scenario-*.yaml): cluster, "
-                         "workload and budgets; flags given explicitly win over it")
-    command.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    command.add_argument("--out", type=Path, help="write events, jobs, budgets, trace (Parquet), summary "
-                                                  "and config (JSON)")
+    command.add_argument(
+        "--scenario",
+        type=Path,
+        help="scenario YAML (a file, or a shipped name such as scenario-week-256.yaml): cluster, "
+        "workload and budgets; flags given explicitly win over it",
+    )
+    command.add_argument(
+        "--json", action="store_true", help="print one JSON object instead of a table"
+    )
+    command.add_argument(
+        "--out",
+        type=Path,
+        help="write events, jobs, budgets, trace (Parquet), summary and config (JSON)",
+    )
     for group, params in iter_groups([p for p in parameters() if p.name != "policy"]):
-        title = f"{group} knobs (policies: {', '.join(params[0].policies)})" if params[0].policies else group
+        title = (
+            f"{group} knobs (policies: {', '.join(params[0].policies)})"
+            if params[0].policies
+            else group
+        )
         section = command.add_argument_group(title)
         for param in params:
             _add_flag(section, param)
 
 
 def _add_flag(section: argparse._ArgumentGroup, param: Param) -> None:
-    kwargs: dict[str, Any] = {"dest": param.name, "default": argparse.SUPPRESS,
-                              "help": param.describe().replace("%", "%%")}
+    kwargs: dict[str, Any] = {
+        "dest": param.name,
+        "default": argparse.SUPPRESS,
+        "help": param.describe().replace("%", "%%"),
+    }
     if param.type is bool:
         kwargs["action"] = argparse.BooleanOptionalAction
     else:
-        kwargs.update(type=_parser_of(param), metavar=param.unit.upper().replace(" ", "_") or param.type.__name__.upper())
+        kwargs.update(
+            type=_parser_of(param),
+            metavar=param.unit.upper().replace(" ", "_") or param.type.__name__.upper(),
+        )
     section.add_argument(param.cli_flag, **kwargs)
 
 
@@ -150,6 +247,7 @@ def _parser_of(param: Param) -> Any:
             return param.parse(text)
         except ParamError as err:
             raise argparse.ArgumentTypeError(str(err)) from None
+
     parse.__name__ = param.name  # argparse names the converter in its messages
     return parse
 
@@ -175,35 +273,48 @@ def base_config(args: argparse.Namespace) -> SimConfig:
     knobs = {p.name for p in parameters() if p.policies}
     run = {k: v for k, v in values.items() if k not in knobs}
     if args.command == "simulate":
-        return base.with_params({**run, "policy": args.policy, **{k: values[k] for k in values if k in knobs}})
+        return base.with_params(
+            {**run, "policy": args.policy, **{k: values[k] for k in values if k in knobs}}
+        )
     return base.with_params(run)
 
 
 def variants(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """compare: each policy (or variant of the pairing) with the knobs given on the command
     line that it declares, and its repair mode from ``--repairs``."""
-    from .simulate import pairing
+    from .runs.simulate import pairing
 
     if args.pairing and args.repairs:
         raise UsageError("--repairs: the pairing sets each variant's repair mode")
     base = pairing(args.pairing) if args.pairing else _own_repairs(args)
-    knobs = {k: v for k, v in given(args).items() if k in {p.name for p in parameters() if p.policies}}
+    knobs = {
+        k: v for k, v in given(args).items() if k in {p.name for p in parameters() if p.policies}
+    }
     declared = {label: {p.name for p in policy_params(v["policy"])} for label, v in base.items()}
     orphans = sorted(k for k in knobs if not any(k in mine for mine in declared.values()))
     if orphans:
-        raise UsageError(f"{', '.join(orphans)}: not a knob of any of {[v['policy'] for v in base.values()]}")
-    return {label: {**v, **{k: x for k, x in knobs.items() if k in declared[label]}} for label, v in base.items()}
+        raise UsageError(
+            f"{', '.join(orphans)}: not a knob of any of {[v['policy'] for v in base.values()]}"
+        )
+    return {
+        label: {**v, **{k: x for k, x in knobs.items() if k in declared[label]}}
+        for label, v in base.items()
+    }
 
 
 def _own_repairs(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """``--policies`` with ``--repairs`` (one mode per policy, if given)."""
     repairs = args.repairs or []
     if repairs and len(repairs) != len(args.policies):
-        raise UsageError(f"--repairs: give one mode per policy ({len(args.policies)}), got {len(repairs)}")
+        raise UsageError(
+            f"--repairs: give one mode per policy ({len(args.policies)}), got {len(repairs)}"
+        )
     if repairs and "repair" in given(args):
         raise UsageError("--repairs and --repair: give one or the other")
-    return {name: {"policy": name, **({"repair": repairs[k]} if repairs else {})}
-            for k, name in enumerate(args.policies)}
+    return {
+        name: {"policy": name, **({"repair": repairs[k]} if repairs else {})}
+        for k, name in enumerate(args.policies)
+    }
 
 
 #: Above this many estimated jobs a run needs --long-run; above PROGRESS_JOBS it shows a progress bar.
@@ -212,14 +323,16 @@ LONG_RUN_JOBS, PROGRESS_JOBS = 3_000_000, 300_000
 
 def run(args: argparse.Namespace) -> list[SimResult]:
     """Parse -> config -> simulate or compare; the results in the order asked."""
-    from .simulate import compare, simulate
-    from .workload import estimate_size
+    from .inputs.workload import estimate_size
+    from .runs.simulate import compare, simulate
 
     config = base_config(args)
     size = estimate_size(config)
     runs = 1 if args.command == "simulate" else len(args.policies)
     check_size(size, runs, args.long_run)
-    progress = args.progress if args.progress is not None else bool(size and size.jobs > PROGRESS_JOBS)
+    progress = (
+        args.progress if args.progress is not None else bool(size and size.jobs > PROGRESS_JOBS)
+    )
     if args.command == "simulate":
         return [simulate(config, progress=progress)]
     return compare(config, variants(args), progress=progress)
@@ -230,9 +343,11 @@ def check_size(size: SizeEstimate | None, runs: int, long_run: bool) -> None:
     if size is None or size.jobs <= LONG_RUN_JOBS or long_run:
         return
     hours = size.seconds * runs / 3600
-    raise UsageError(f"this run would simulate about {size.jobs:,} jobs per policy (roughly {hours:,.1f} h for "
-                     f"{runs} polic{'y' if runs == 1 else 'ies'}, and memory growing with the jobs); check --days "
-                     f"and --gpus, or pass --long-run to go ahead")
+    raise UsageError(
+        f"this run would simulate about {size.jobs:,} jobs per policy (roughly {hours:,.1f} h for "
+        f"{runs} polic{'y' if runs == 1 else 'ies'}, and memory growing with the jobs); check --days "
+        f"and --gpus, or pass --long-run to go ahead"
+    )
 
 
 def check_out(out: Path | None) -> None:
@@ -279,15 +394,19 @@ def _window(summary: dict) -> str:
 
 def format_table(summary: dict) -> str:
     """A readable summary: headline fractions, counts and waits per kind."""
-    title = (f"policy {summary['policy']} on {summary['gpus']} GPUs, {_window(summary)}: {summary['jobs']} jobs, "
-             f"simulated in {summary['sim_wall_s']:.2f} s")
+    title = (
+        f"policy {summary['policy']} on {summary['gpus']} GPUs, {_window(summary)}: {summary['jobs']} jobs, "
+        f"simulated in {summary['sim_wall_s']:.2f} s"
+    )
     lines = [title]
     lines += [f"  {name:{W}} {_cell(summary[name], '.3f', 7)}" for name in HEADLINE]
     lines += [f"  {name:{W}} {_cell(summary[name], '.1f', 7)}" for name in COUNTS]
     lines.append(f"  {'queued jobs by quarter':{W}} {queue_path(summary['queue_quarters'])}")
     if summary["repair"] is not None:
-        lines += [f"  {'repair (mode)':{W}} {summary['repair']:>7}", f"  {'human_fraction (input)':{W}} "
-                  f"{summary['human_fraction']:7.2f}"]
+        lines += [
+            f"  {'repair (mode)':{W}} {summary['repair']:>7}",
+            f"  {'human_fraction (input)':{W}} {summary['human_fraction']:7.2f}",
+        ]
     lines += ["", f"  {'wait (s)':14} {'p50':>9} {'p90':>9} {'p99':>9} {'n':>6}"]
     for kind, w in summary["wait_s"].items():
         cells = " ".join(_cell(w[p], ".0f", 9) for p in ("p50", "p90", "p99"))
@@ -299,7 +418,10 @@ def format_kinds(by_kind: dict[str, dict]) -> list[str]:
     """The per-kind table of a summary: outcomes, preemptions, kills and lost GPU-hours."""
     lines = ["", f"  {'per kind':14}" + "".join(f"{head:>11}" for _, head, _ in KIND_CELLS)]
     for kind, row in by_kind.items():
-        cells = "".join(f"{'-':>11}" if row[key] is None else f"{row[key]:11{fmt}}" for key, _, fmt in KIND_CELLS)
+        cells = "".join(
+            f"{'-':>11}" if row[key] is None else f"{row[key]:11{fmt}}"
+            for key, _, fmt in KIND_CELLS
+        )
         lines.append(f"  {kind:14}{cells}")
     return lines
 
@@ -307,18 +429,28 @@ def format_kinds(by_kind: dict[str, dict]) -> list[str]:
 def format_comparison(summaries: list[dict]) -> str:
     """Policies side by side: headline metrics and p50/p90 waits per kind."""
     head = f"  {'':{W}}" + "".join(f"{s['policy']:>12}" for s in summaries)
-    lines = [f"{summaries[0]['jobs']} jobs on {summaries[0]['gpus']} GPUs, {_window(summaries[0])}", head]
+    lines = [
+        f"{summaries[0]['jobs']} jobs on {summaries[0]['gpus']} GPUs, {_window(summaries[0])}",
+        head,
+    ]
     for name in (*HEADLINE, *COUNTS, "sim_wall_s"):
         lines.append(f"  {name:{W}}" + "".join(_cell(s[name], ".3f", 12) for s in summaries))
     lines.append("  queued jobs at the window's start and at the end of each quarter:")
     lines += [f"    {s['policy']:22} {queue_path(s['queue_quarters'])}" for s in summaries]
     if any(s["repair"] is not None for s in summaries):  # human repairs follow from these inputs
-        lines.append(f"  {'repair (mode)':{W}}" + "".join(f"{s['repair'] or '-':>12}" for s in summaries))
-        lines.append(f"  {'human_fraction (input)':{W}}" + "".join(f"{s['human_fraction']:12.2f}" for s in summaries))
+        lines.append(
+            f"  {'repair (mode)':{W}}" + "".join(f"{s['repair'] or '-':>12}" for s in summaries)
+        )
+        lines.append(
+            f"  {'human_fraction (input)':{W}}"
+            + "".join(f"{s['human_fraction']:12.2f}" for s in summaries)
+        )
     for kind in summaries[0]["wait_s"]:
         for p in ("p50", "p90"):
             cells = [s["wait_s"].get(kind, {}).get(p) for s in summaries]
-            lines.append(f"  {f'wait {kind} {p} (s)':{W}}" + "".join(_cell(c, ".0f", 12) for c in cells))
+            lines.append(
+                f"  {f'wait {kind} {p} (s)':{W}}" + "".join(_cell(c, ".0f", 12) for c in cells)
+            )
     return "\n".join(lines)
 
 
@@ -328,12 +460,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as stop:  # a bad flag (status 2, one line on stderr) or --help (0)
         return int(stop.code or 0)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s"
+    )
     if args.command in _EXTRA_COMMANDS:
         return _EXTRA_COMMANDS[args.command](args)
     if _out_refused(getattr(args, "out", None)):
         return 2
-    from .trace import TraceError
+    from .inputs.trace import TraceError
 
     try:
         if args.command == "inspect":
@@ -344,8 +478,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.out.mkdir(exist_ok=True)
         for result in results:
             if args.out:
-                result.save(args.out / result.config.policy if args.command == "compare" else args.out)
-    except (UsageError, ParamError, ScenarioError, TraceError, BudgetError, PolicyError, OutputPathError) as err:
+                result.save(
+                    args.out / result.config.policy if args.command == "compare" else args.out
+                )
+    except (
+        UsageError,
+        ParamError,
+        ScenarioError,
+        TraceError,
+        BudgetError,
+        PolicyError,
+        OutputPathError,
+    ) as err:
         print(f"impactlab: error: {err}", file=sys.stderr)
         return 2
     summaries = [json_ready(r.summary()) for r in results]
@@ -373,23 +517,63 @@ command again resumes. Exit status 1 if a run failed (each failure is filed with
 
 def _sweep_commands(sub: Any) -> None:
     """The ``sweep`` and ``report`` subcommands."""
-    swp = sub.add_parser("sweep", help="run a grid of configs x seeds, resumable with --out DIR",
-                         description=_SWEEP_HELP)
-    swp.add_argument("grid_file", nargs="?", type=Path, metavar="GRID.yaml", help="grid, seeds and base parameters")
-    swp.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2", type=_axis,
-                     help="one grid axis, repeatable: --grid cap_hours=1,4,8 --grid policy=legacy,impactful")
-    swp.add_argument("--seeds", type=_seed_list, metavar="0-5", help="seeds: 0-5, 0,3,7 or both (default 0)")
-    swp.add_argument("--policy", type=_policy_name, default=argparse.SUPPRESS,
-                     help="base policy (default impactful); sweep several with --grid policy=a,b")
-    swp.add_argument("--backend", choices=BACKENDS, default="processes", help="where runs go (default processes)")
-    swp.add_argument("--workers", type=int, metavar="N", help="processes or LocalCluster workers (default: cores)")
-    swp.add_argument("--scheduler", metavar="ADDRESS", help="with --backend dask: a running scheduler "
-                     "(tcp://host:8786) instead of a LocalCluster")
+    swp = sub.add_parser(
+        "sweep",
+        help="run a grid of configs x seeds, resumable with --out DIR",
+        description=_SWEEP_HELP,
+    )
+    swp.add_argument(
+        "grid_file",
+        nargs="?",
+        type=Path,
+        metavar="GRID.yaml",
+        help="grid, seeds and base parameters",
+    )
+    swp.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="NAME=V1,V2",
+        type=_axis,
+        help="one grid axis, repeatable: --grid cap_hours=1,4,8 --grid policy=legacy,impactful",
+    )
+    swp.add_argument(
+        "--seeds", type=_seed_list, metavar="0-5", help="seeds: 0-5, 0,3,7 or both (default 0)"
+    )
+    swp.add_argument(
+        "--policy",
+        type=_policy_name,
+        default=argparse.SUPPRESS,
+        help="base policy (default impactful); sweep several with --grid policy=a,b",
+    )
+    swp.add_argument(
+        "--backend", choices=BACKENDS, default="processes", help="where runs go (default processes)"
+    )
+    swp.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="processes or LocalCluster workers (default: cores)",
+    )
+    swp.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="with --backend dask: a running scheduler (tcp://host:8786) instead of a LocalCluster",
+    )
     swp.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     _run_options(swp)
-    rep = sub.add_parser("report", help="a self-contained, offline HTML report of a sweep or of saved runs")
-    rep.add_argument("source", type=Path, metavar="DIR", help="a sweep --out, simulate --out or compare --out folder")
-    rep.add_argument("-o", "--output", type=Path, help="HTML file to write (default DIR/report.html)")
+    rep = sub.add_parser(
+        "report", help="a self-contained, offline HTML report of a sweep or of saved runs"
+    )
+    rep.add_argument(
+        "source",
+        type=Path,
+        metavar="DIR",
+        help="a sweep --out, simulate --out or compare --out folder",
+    )
+    rep.add_argument(
+        "-o", "--output", type=Path, help="HTML file to write (default DIR/report.html)"
+    )
 
 
 def _axis(text: str) -> tuple[str, list[str]]:
@@ -400,7 +584,7 @@ def _axis(text: str) -> tuple[str, list[str]]:
 
 
 def _seed_list(text: str) -> list[int]:
-    from .sweep import SweepError, parse_seeds
+    from .runs.sweep import SweepError, parse_seeds
 
     try:
         return parse_seeds(text)
@@ -411,14 +595,19 @@ def _seed_list(text: str) -> list[int]:
 def sweep_spec(args: argparse.Namespace) -> tuple[SimConfig, dict[str, list[Any]], list[int]]:
     """Base config, grid and seeds: defaults < --scenario < GRID.yaml base < flags; knob values
     outside the grid become one-value axes (so each applies where a policy declares it)."""
-    from .sweep import parse_seeds
+    from .runs.sweep import parse_seeds
 
     spec = _grid_file(args.grid_file) if args.grid_file else {}
     flags = given(args)
     knob_names = {p.name for p in parameters() if p.policies}
     fixed = {**{k: v for k, v in spec.get("base", {}).items() if k not in flags}, **flags}
-    base = base_config(args).with_params({k: v for k, v in fixed.items() if k not in knob_names and k not in flags})
-    grid = {**{k: v if isinstance(v, list) else [v] for k, v in spec.get("grid", {}).items()}, **dict(args.grid)}
+    base = base_config(args).with_params(
+        {k: v for k, v in fixed.items() if k not in knob_names and k not in flags}
+    )
+    grid = {
+        **{k: v if isinstance(v, list) else [v] for k, v in spec.get("grid", {}).items()},
+        **dict(args.grid),
+    }
     grid.update({k: [v] for k, v in fixed.items() if k in knob_names and k not in grid})
     seeds = args.seeds or spec.get("seeds") or [flags.get("seed", 0)]
     return base, grid, parse_seeds(seeds) if isinstance(seeds, str | int) else list(seeds)
@@ -429,10 +618,16 @@ def _grid_file(path: Path) -> dict[str, Any]:
         spec = read_yaml(path)
     except InputFileError as err:
         raise UsageError(f"{path}: cannot read the grid: {err}") from None
-    extra = sorted(set(spec) - {"grid", "seeds", "base"}) if isinstance(spec, dict) else ["(not a mapping)"]
+    extra = (
+        sorted(set(spec) - {"grid", "seeds", "base"})
+        if isinstance(spec, dict)
+        else ["(not a mapping)"]
+    )
     if extra or not isinstance(spec.get("grid"), dict):
-        raise UsageError(f"{path}: a grid file is a mapping with grid: {{name: [values]}}, optional seeds: and "
-                         f"base:; found {extra or 'no grid'}")
+        raise UsageError(
+            f"{path}: a grid file is a mapping with grid: {{name: [values]}}, optional seeds: and "
+            f"base:; found {extra or 'no grid'}"
+        )
     return spec
 
 
@@ -440,13 +635,21 @@ def sweep_command(args: argparse.Namespace) -> int:
     """``impactlab sweep``: run the grid, print mean and CI per config (or the runs as JSON)."""
     if _out_refused(args.out):
         return 2
-    from .sweep import SweepError, headline_table, summarise_sweep, sweep
+    from .runs.sweep import SweepError, headline_table, summarise_sweep, sweep
 
     try:
         base, grid, seeds = sweep_spec(args)
         with _dask_client(args.scheduler) as client:
-            frame = sweep(base, grid, seeds, backend=args.backend, client=client, workers=args.workers,
-                          progress=args.progress, out=args.out)
+            frame = sweep(
+                base,
+                grid,
+                seeds,
+                backend=args.backend,
+                client=client,
+                workers=args.workers,
+                progress=args.progress,
+                out=args.out,
+            )
     except (UsageError, SweepError, ParamError, ScenarioError, BudgetError) as err:
         print(f"impactlab: error: {err}", file=sys.stderr)
         return 2
@@ -480,7 +683,7 @@ def report_command(args: argparse.Namespace) -> int:
         except OutputPathError as err:
             print(f"impactlab: error: -o {err}", file=sys.stderr)
             return 2
-    from .report import ReportError, write_report
+    from .notebook.report import ReportError, write_report
 
     try:
         write_report(args.source, out)
@@ -493,8 +696,8 @@ def report_command(args: argparse.Namespace) -> int:
 
 def explain_command(args: argparse.Namespace) -> int:
     """``impactlab explain RUN_DIR JOB_ID``: the job's story, in words (or JSON)."""
-    from .explain import ExplainError
-    from .simulate import SimResult
+    from .analysis.explain import ExplainError
+    from .runs.simulate import SimResult
 
     try:
         story = SimResult.load(_run_dir(args.run_dir)).explain(args.job_id)
@@ -502,9 +705,23 @@ def explain_command(args: argparse.Namespace) -> int:
         print(f"impactlab: error: {err}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps({"job_id": story.job_id, "steps": [
-            {"t_s": s.t_s, "kind": s.kind, "text": s.text, "span_s": s.span_s,
-             "why": [{"reason": w.reason.value, "text": w.text} for w in s.why]} for s in story.steps]}))
+        print(
+            json.dumps(
+                {
+                    "job_id": story.job_id,
+                    "steps": [
+                        {
+                            "t_s": s.t_s,
+                            "kind": s.kind,
+                            "text": s.text,
+                            "span_s": s.span_s,
+                            "why": [{"reason": w.reason.value, "text": w.text} for w in s.why],
+                        }
+                        for s in story.steps
+                    ],
+                }
+            )
+        )
     else:
         print(story.text())
     return 0

@@ -6,20 +6,24 @@ from __future__ import annotations
 
 import os
 
+import helpers
 import pytest
 
-import helpers
 from impactlab import BudgetTree, register_policy
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """The ``--thorough`` profile switch."""
-    parser.addoption("--thorough", action="store_true", help="all random examples and the whole oracle grid")
+    parser.addoption(
+        "--thorough", action="store_true", help="all random examples and the whole oracle grid"
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Read the profile before test modules are imported (their decorators ask for it)."""
-    helpers.THOROUGH = bool(config.getoption("--thorough", False)) or os.environ.get("IMPACTLAB_THOROUGH") == "1"
+    helpers.THOROUGH = (
+        bool(config.getoption("--thorough", False)) or os.environ.get("IMPACTLAB_THOROUGH") == "1"
+    )
     config.addinivalue_line("markers", "thorough: only in the thorough profile (--thorough)")
 
 
@@ -37,7 +41,12 @@ def pytest_terminal_summary(terminalreporter) -> None:
     """Print the times tests measured (``record_property("seconds: what", s)``: the browser tests'
     first chart), also under xdist, whose workers' prints are not shown."""
     reports = [r for key in ("passed", "failed") for r in terminalreporter.stats.get(key, [])]
-    timed = [(k, v) for r in reports for k, v in getattr(r, "user_properties", ()) if k.startswith("seconds: ")]
+    timed = [
+        (k, v)
+        for r in reports
+        for k, v in getattr(r, "user_properties", ())
+        if k.startswith("seconds: ")
+    ]
     if timed:
         terminalreporter.write_sep("-", "measured times")
         for key, seconds in timed:

@@ -14,7 +14,7 @@ import pandas as pd
 from hypothesis import strategies as st
 
 from impactlab import BudgetTree, SimConfig, simulate
-from impactlab.trace import KINDS
+from impactlab.inputs.trace import KINDS
 
 #: The thorough profile (``--thorough`` or IMPACTLAB_THOROUGH=1): every hypothesis example and
 #: the whole oracle grid. ``conftest.py`` sets it before the test modules are imported.

@@ -17,14 +17,14 @@ import math
 from collections.abc import Callable, Iterable
 from functools import partial
 
-from impactlab.cluster import best_fit_on
 from impactlab.policies import Context, Scheduler
-from impactlab.policies.base import BACKFILL_REASON, DRAIN_NOTE, DRAIN_REASON, RESERVE_REASON
 from impactlab.policies.fairshare import FairShare
 from impactlab.policies.fifo import Fifo
 from impactlab.policies.impactful import Impactful
 from impactlab.policies.legacy import Legacy
 from impactlab.policies.queues import BACKFILL_DEPTH
+from impactlab.sim.cluster import best_fit_on
+from impactlab.sim.policy import BACKFILL_REASON, DRAIN_NOTE, DRAIN_REASON, RESERVE_REASON
 
 UNALLOCATED = -1
 BOOSTED_KINDS = ("debug", "interactive")
@@ -33,7 +33,9 @@ Accept = Callable[[int, list[int]], bool]  # (candidate, victims accepted so far
 
 
 # ----- placement and victims, from the rules -------------------------------------------------
-Place = Callable[[Scheduler, int, set[int]], "tuple[int, ...] | None"]  # (sched, job, nodes to avoid)
+Place = Callable[
+    [Scheduler, int, set[int]], "tuple[int, ...] | None"
+]  # (sched, job, nodes to avoid)
 
 
 def place(sched: Scheduler, j: int, among: list[int] | None = None) -> tuple[int, ...] | None:
@@ -50,9 +52,14 @@ def frees_per_node(sched: Scheduler, v: int) -> int:
     return min(sched.jobs[v].gpus, sched.cluster.gpus_per_node)
 
 
-def choose(sched: Scheduler, j: int, candidates: Iterable[int], accept: Accept,
-           approve: Callable[[list[int]], bool] | None = None,
-           among: list[int] | None = None) -> list[int] | None:
+def choose(
+    sched: Scheduler,
+    j: int,
+    candidates: Iterable[int],
+    accept: Accept,
+    approve: Callable[[list[int]], bool] | None = None,
+    among: list[int] | None = None,
+) -> list[int] | None:
     """Victims whose preemption lets job ``j`` be placed (on the nodes ``among``, default all),
     in candidate order; None if none do."""
     per, gpus = sched.cluster.gpus_per_node, sched.jobs[j].gpus
@@ -104,8 +111,9 @@ def trim(sched: Scheduler, accepted: list[int], target: list[int], need: int) ->
 Why = Callable[[int, int], str]  # (job, victim) -> the reason logged for the preemption
 
 
-def preempt_and_start(sched: Scheduler, j: int, victims: list[int], placer: Place = place,
-                      why: Why | None = None) -> None:
+def preempt_and_start(
+    sched: Scheduler, j: int, victims: list[int], placer: Place = place, why: Why | None = None
+) -> None:
     """Preempt ``victims`` for ``j`` in order (each with ``why(j, v)``, all judged before the
     first goes), then start ``j`` where ``placer`` says."""
     reasons = [why(j, v) if why else "" for v in victims]
@@ -122,9 +130,15 @@ def eligible(sched: Scheduler, v: int) -> bool:
     return sched.started_at[v] < sched.now and not sched.protected(v)
 
 
-def scan_lane(lane: list[int], sched: Scheduler, make_room: Callable[[int], list[int] | None] | None,
-              placer: Place | None = None, hold: PlainHold | None = None,
-              holds_s: Callable[[int], float] | None = None, why: Why | None = None) -> None:
+def scan_lane(
+    lane: list[int],
+    sched: Scheduler,
+    make_room: Callable[[int], list[int] | None] | None,
+    placer: Place | None = None,
+    hold: PlainHold | None = None,
+    holds_s: Callable[[int], float] | None = None,
+    why: Why | None = None,
+) -> None:
     """Try every job of one queue in order: start it if it fits, else (if allowed) preempt for
     it. After a preemption the scan starts again from the queue's first job, since the
     victims may have freed more than the job took.
@@ -142,7 +156,9 @@ def scan_lane(lane: list[int], sched: Scheduler, make_room: Callable[[int], list
         off = hold is not None and hold.keeps_off(sched, j, holds_s(j), closed)
         kept_off = hold.nodes if off else set()
 
-        def placed(sched: Scheduler, j: int, kept_off: set[int] = kept_off) -> tuple[int, ...] | None:
+        def placed(
+            sched: Scheduler, j: int, kept_off: set[int] = kept_off
+        ) -> tuple[int, ...] | None:
             return placer(sched, j, kept_off)
 
         nodes = placed(sched, j)
@@ -305,20 +321,30 @@ class LegacyOracle(CountsStarts, Legacy):
         """Scan every pending job in priority order; no head-of-line blocking."""
         jobs = sched.jobs
         lane = sorted(sched.pending, key=lambda j: (-jobs[j].priority, j))
-        scan_lane(lane, sched, lambda j, _: choose(sched, j, self.victim_candidates(sched, j), lambda v, c: True),
-                  why=lambda j, v: f"priority {jobs[j].priority} over preemptible priority {jobs[v].priority}")
+        scan_lane(
+            lane,
+            sched,
+            lambda j, _: choose(sched, j, self.victim_candidates(sched, j), lambda v, c: True),
+            why=lambda j, v: (
+                f"priority {jobs[j].priority} over preemptible priority {jobs[v].priority}"
+            ),
+        )
 
     def victim_candidates(self, sched: Scheduler, j: int) -> list[int]:
         """Preemptible running jobs below ``j``'s priority: lowest priority, then the most
         recently started first."""
         jobs, prio = sched.jobs, sched.jobs[j].priority
-        found = [v for v in sched.running if jobs[v].preemptible and jobs[v].priority < prio
-                 and sched.started_at[v] < sched.now]
+        found = [
+            v
+            for v in sched.running
+            if jobs[v].preemptible and jobs[v].priority < prio and sched.started_at[v] < sched.now
+        ]
         return sorted(found, key=lambda v: (jobs[v].priority, -self.order.seq[v]))
 
 
-def fair_lanes(pending: Iterable[int], sched: Scheduler, order: list[int],
-               boost: bool) -> list[int]:
+def fair_lanes(
+    pending: Iterable[int], sched: Scheduler, order: list[int], boost: bool
+) -> list[int]:
     """Pending jobs in pass order: funded by leaf rank then index, then unallocated by index;
     with ``boost``, debug/interactive jobs go first within the funded and unallocated tiers."""
     jobs = sched.jobs
@@ -382,7 +408,6 @@ class FairShareOracle(PlainHolds, FairShare):
         for lane in lanes_of(ordered, sched, boost=False):
             scan_lane(lane, sched, None, None, hold, sched.work_left)
 
-
     @staticmethod
     def release(sched: Scheduler, v: int) -> float:
         """Running job ``v`` frees its nodes for a reserved job when it ends."""
@@ -421,7 +446,9 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
     def on_draining(self, sched: Scheduler, j: int) -> bool:
         """Job ``j`` is neither the drain's holder nor a debug job (with the boost) and runs partly
         on its nodes."""
-        if j == self.plain_drain.holder or (self.boost_interactive and sched.jobs[j].kind == "debug"):
+        if j == self.plain_drain.holder or (
+            self.boost_interactive and sched.jobs[j].kind == "debug"
+        ):
             return False
         return bool(self.draining() & set(sched.nodes[j]))
 
@@ -430,7 +457,9 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
         sched, job = self.ctx.view, self.ctx.jobs[j]
         if not self.on_draining(sched, j) or self.borrowing(sched, j):
             return ""
-        if (job.leaf == UNALLOCATED and not self.protect_unallocated) or min(job.min_runtime_s, self.cap_of(job)) <= 0:
+        if (job.leaf == UNALLOCATED and not self.protect_unallocated) or min(
+            job.min_runtime_s, self.cap_of(job)
+        ) <= 0:
             return ""
         return DRAIN_NOTE + sched.jobs[self.plain_drain.holder].job_id
 
@@ -454,19 +483,33 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
             sched.wake_at(self.fair.next_refresh)
         ordered = fair_lanes(sched.pending, sched, self.fair.order, self.boost_interactive)
         hold = self.plain_hold if self.backfill_reservation else None
-        gangs = [j for j in ordered if sched.jobs[j].leaf != UNALLOCATED and sched.jobs[j].gpus > sched.cluster.gpus_per_node]
+        gangs = [
+            j
+            for j in ordered
+            if sched.jobs[j].leaf != UNALLOCATED
+            and sched.jobs[j].gpus > sched.cluster.gpus_per_node
+        ]
         # (release times as of each attempt's start: on draining nodes, protection depends on
         # the drain at that time)
         if hold is not None:
             hold.plan(sched, gangs[0] if gangs else -1, hold.release_at.__getitem__)
         if self.drain_for_gangs:
-            self.plain_drain.plan(sched, gangs[0] if gangs else -1, self.plain_drain.release_at.__getitem__)
+            self.plain_drain.plan(
+                sched, gangs[0] if gangs else -1, self.plain_drain.release_at.__getitem__
+            )
         holds_s = partial(self.keeps_nodes_s, sched)
         for lane in lanes_of(ordered, sched, self.boost_interactive):
             funded = sched.jobs[lane[0]].leaf != UNALLOCATED
             if funded:
-                scan_lane(lane, sched, partial(self.make_room_for, sched), self.place_funded, hold, holds_s,
-                          partial(self.reason, sched))
+                scan_lane(
+                    lane,
+                    sched,
+                    partial(self.make_room_for, sched),
+                    self.place_funded,
+                    hold,
+                    holds_s,
+                    partial(self.reason, sched),
+                )
             else:
                 scan_lane(lane, sched, None, None, hold, holds_s)
 
@@ -480,7 +523,9 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
         contract (none for unallocated work unless protected) ends."""
         job = sched.jobs[j]
         unprotected = job.leaf == UNALLOCATED and not self.protect_unallocated
-        return min(sched.work_left(j), 0.0 if unprotected else min(job.min_runtime_s, self.cap_of(job)))
+        return min(
+            sched.work_left(j), 0.0 if unprotected else min(job.min_runtime_s, self.cap_of(job))
+        )
 
     def reserved(self, sched: Scheduler) -> list[int]:
         """The interactive reserve: the highest-numbered ceil(share x nodes) nodes, leaving at
@@ -503,8 +548,12 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
     def borrowing(self, sched: Scheduler, v: int) -> bool:
         """Funded job ``v``, neither debug nor interactive, fits off the reserve yet runs (or
         ran last) partly on it."""
-        return (sched.jobs[v].leaf != UNALLOCATED and not self.boosted(sched, v)
-                and self.fits_off_reserve(sched, v) and bool(set(sched.nodes[v]) & set(self.reserved(sched))))
+        return (
+            sched.jobs[v].leaf != UNALLOCATED
+            and not self.boosted(sched, v)
+            and self.fits_off_reserve(sched, v)
+            and bool(set(sched.nodes[v]) & set(self.reserved(sched)))
+        )
 
     def cap_of(self, job) -> float:
         """Seconds of protection a job may ask for: the interactive cap for sessions, if set."""
@@ -538,8 +587,11 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
         reserve, draining = set(self.reserved(sched)), self.draining()
         off_both = [n for n in range(sched.cluster.nodes) if n not in reserve | draining | kept_off]
         off = [n for n in range(sched.cluster.nodes) if n not in reserve | kept_off]
-        return ((place(sched, j, off_both) if draining else None) or place(sched, j, off)
-                or place_off(sched, j, kept_off))
+        return (
+            (place(sched, j, off_both) if draining else None)
+            or place(sched, j, off)
+            or place_off(sched, j, kept_off)
+        )
 
     def reason(self, sched: Scheduler, j: int, v: int) -> str:
         """Why ``v`` yields to ``j``: unallocated, lent from the reserve, or on the more
@@ -562,8 +614,14 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
             return None
         self.kept_off = kept_off
         usable = self.usable(sched, j)
-        return choose(sched, j, self.victim_candidates(sched, j), self.no_ping_pong(sched, j),
-                      self.no_ping_pong_after_trim(sched, j), usable)
+        return choose(
+            sched,
+            j,
+            self.victim_candidates(sched, j),
+            self.no_ping_pong(sched, j),
+            self.no_ping_pong_after_trim(sched, j),
+            usable,
+        )
 
     def victim_candidates(self, sched: Scheduler, j: int) -> list[int]:
         """Unallocated, most recently started first (for a single-node job with ``pack_victims``,
@@ -573,14 +631,26 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
         jobs, fair, leaf = sched.jobs, self.fair, sched.jobs[j].leaf
         largest = self.max_victim_ratio * sched.jobs[j].held
         usable = self.usable(sched, j)
-        running = [v for v in sched.running if eligible(sched, v)
-                   and (usable is None or any(n in usable for n in sched.nodes[v]))]
+        running = [
+            v
+            for v in sched.running
+            if eligible(sched, v) and (usable is None or any(n in usable for n in sched.nodes[v]))
+        ]
         unallocated = [v for v in running if jobs[v].leaf == UNALLOCATED]
         lenders = [v for v in running if jobs[v].leaf != UNALLOCATED and self.lent(sched, j, v)]
-        reclaimed = [v for v in running if jobs[v].leaf != UNALLOCATED and v not in lenders
-                     and self.reclaims(sched, j, v)]
-        funded = [v for v in running if jobs[v].leaf not in (UNALLOCATED, leaf) and jobs[v].held <= largest
-                  and v not in lenders and v not in reclaimed]
+        reclaimed = [
+            v
+            for v in running
+            if jobs[v].leaf != UNALLOCATED and v not in lenders and self.reclaims(sched, j, v)
+        ]
+        funded = [
+            v
+            for v in running
+            if jobs[v].leaf not in (UNALLOCATED, leaf)
+            and jobs[v].held <= largest
+            and v not in lenders
+            and v not in reclaimed
+        ]
 
         def served_side(v: int) -> float:
             return fair.served(fair.split(leaf, jobs[v].leaf)[1])
@@ -588,7 +658,9 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
         unallocated.sort(key=lambda v: -self.order.seq[v])
         if self.pack_victims and sched.jobs[j].n_nodes == 1:
             protected = self.protected_gpus(sched)
-            unallocated.sort(key=lambda v: (-max(protected[n] for n in sched.nodes[v]), -self.order.seq[v]))
+            unallocated.sort(
+                key=lambda v: (-max(protected[n] for n in sched.nodes[v]), -self.order.seq[v])
+            )
         lenders.sort(key=lambda v: -self.order.seq[v])
         reclaimed.sort(key=lambda v: (-sched.started_at[v], -v))
         funded.sort(key=lambda v: (-served_side(v), -sched.started_at[v], -v))
@@ -612,8 +684,13 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
             if jobs[v].leaf == UNALLOCATED or self.lent(sched, j, v) or self.reclaims(sched, j, v):
                 return True
             mine, theirs = fair.split(job.leaf, jobs[v].leaf)
-            gone = [jobs[u] for u in [*accepted, v] if jobs[u].leaf != UNALLOCATED and not self.lent(sched, j, u)
-                    and not self.reclaims(sched, j, u)]
+            gone = [
+                jobs[u]
+                for u in [*accepted, v]
+                if jobs[u].leaf != UNALLOCATED
+                and not self.lent(sched, j, u)
+                and not self.reclaims(sched, j, u)
+            ]
             mine_held = sum(u.held for u in gone if mine in fair.paths[u.leaf])
             theirs_held = sum(u.held for u in gone if theirs in fair.paths[u.leaf])
             return fair.served(mine, job.held - mine_held) <= fair.served(theirs, -theirs_held)
@@ -626,8 +703,13 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
         jobs, fair, job = sched.jobs, self.fair, sched.jobs[j]
 
         def approve(victims: list[int]) -> bool:
-            gone = [jobs[v] for v in victims if jobs[v].leaf != UNALLOCATED and not self.lent(sched, j, v)
-                    and not self.reclaims(sched, j, v)]
+            gone = [
+                jobs[v]
+                for v in victims
+                if jobs[v].leaf != UNALLOCATED
+                and not self.lent(sched, j, v)
+                and not self.reclaims(sched, j, v)
+            ]
             for victim in gone:
                 mine, theirs = fair.split(job.leaf, victim.leaf)
                 mine_held = sum(u.held for u in gone if mine in fair.paths[u.leaf])

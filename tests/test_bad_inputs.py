@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from impactlab.budget_io import load_budgets
-from impactlab.budgets import BudgetError
+from impactlab.base.files import InputFileError, read_yaml
 from impactlab.cli import LONG_RUN_JOBS, main
-from impactlab.files import InputFileError, read_yaml
-from impactlab.scenario import ScenarioError, load_scenario
-from impactlab.workload import estimate_size
+from impactlab.inputs.budget_io import load_budgets
+from impactlab.inputs.budgets import BudgetError
+from impactlab.inputs.scenario import ScenarioError, load_scenario
+from impactlab.inputs.workload import estimate_size
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+DATA = Path(__file__).resolve().parent.parent / "impactlab" / "data"
 EXAMPLE = DATA / "example-trace-88gpu-3d.csv"
 CYCLE = "name: root\nchildren: &kids\n  - name: a\n    share: 1\n    children: *kids\n"
 
@@ -35,15 +35,27 @@ def write(path: Path, data: bytes | str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("data, words", [
-    (bytes(range(256)) * 4, "a binary file, not a text trace"),
-    (gzip.compress(EXAMPLE.read_bytes(), mtime=0), "a gzip-compressed file (decompress it first: gunzip)"),
-    (b"PAR1" + bytes(100), "a Parquet file (give it a .parquet name"),
-    (b"job_id,submit_s,gpus,duration_s\na,0,1,5\n\xe9t\xe9,0,1,5\n", "not UTF-8 text (byte 0xe9 on line 3)"),
-], ids=["binary", "gzip", "parquet", "latin-1"])
+@pytest.mark.parametrize(
+    "data, words",
+    [
+        (bytes(range(256)) * 4, "a binary file, not a text trace"),
+        (
+            gzip.compress(EXAMPLE.read_bytes(), mtime=0),
+            "a gzip-compressed file (decompress it first: gunzip)",
+        ),
+        (b"PAR1" + bytes(100), "a Parquet file (give it a .parquet name"),
+        (
+            b"job_id,submit_s,gpus,duration_s\na,0,1,5\n\xe9t\xe9,0,1,5\n",
+            "not UTF-8 text (byte 0xe9 on line 3)",
+        ),
+    ],
+    ids=["binary", "gzip", "parquet", "latin-1"],
+)
 def test_a_file_that_is_not_text_is_named_as_such(tmp_path, capsys, data, words):
     trace = write(tmp_path / "trace.csv", data)
-    err = one_error_line(capsys, ["simulate", "--policy", "fifo", "--gpus", "8", "--trace", str(trace)])
+    err = one_error_line(
+        capsys, ["simulate", "--policy", "fifo", "--gpus", "8", "--trace", str(trace)]
+    )
     assert str(trace) in err and words in err
     assert len(err) < 200  # no raw bytes echoed back
 
@@ -54,17 +66,23 @@ def test_inspect_names_a_binary_file_too(tmp_path, capsys):
 
 
 def test_a_directory_as_trace_says_it_is_a_directory(tmp_path, capsys):
-    err = one_error_line(capsys, ["simulate", "--policy", "fifo", "--gpus", "8", "--trace", str(tmp_path)])
+    err = one_error_line(
+        capsys, ["simulate", "--policy", "fifo", "--gpus", "8", "--trace", str(tmp_path)]
+    )
     assert f"{tmp_path}: is a directory; give a trace file" in err and "PAI" in err
 
 
 @pytest.mark.parametrize("flag", ["--budgets", "--scenario"])
-@pytest.mark.parametrize("data, words", [
-    (b"\x89\xff\xfe garbage\n\x00\x01", "a binary file, not a text file"),
-    (b"name: caf\xe9\n", "not UTF-8 text (byte 0xe9 on line 1)"),
-    (CYCLE, "a YAML alias (*name) refers to a node that contains it"),
-    ("name: [unclosed\n", "not valid YAML (line 2)"),
-], ids=["binary", "latin-1", "alias-cycle", "unclosed"])
+@pytest.mark.parametrize(
+    "data, words",
+    [
+        (b"\x89\xff\xfe garbage\n\x00\x01", "a binary file, not a text file"),
+        (b"name: caf\xe9\n", "not UTF-8 text (byte 0xe9 on line 1)"),
+        (CYCLE, "a YAML alias (*name) refers to a node that contains it"),
+        ("name: [unclosed\n", "not valid YAML (line 2)"),
+    ],
+    ids=["binary", "latin-1", "alias-cycle", "unclosed"],
+)
 def test_bad_yaml_files_name_the_file_and_the_problem(tmp_path, capsys, flag, data, words):
     path = write(tmp_path / "input.yaml", data)
     err = one_error_line(capsys, ["simulate", "--policy", "fifo", "--days", "1", flag, str(path)])
@@ -99,8 +117,8 @@ def test_a_run_too_long_to_be_meant_stops_with_an_estimate(capsys, tmp_path):
 
 
 def test_the_size_estimate_bounds_the_generator_from_above():
-    from impactlab.config import SimConfig
-    from impactlab.generator import generate
+    from impactlab.base.config import SimConfig
+    from impactlab.inputs.generator import generate
 
     for gpus, demand in ((88, 1.5), (256, 2.5), (512, 4.0)):
         config = SimConfig(gpus=gpus, days=3, demand=demand)
@@ -113,10 +131,22 @@ def test_the_size_estimate_bounds_the_generator_from_above():
 def test_undefined_metrics_are_null_in_json_and_dashes_in_the_table(tmp_path, capsys):
     # one unallocated job: nothing is owed, so impact, impact_strict and jain are undefined
     trace = write(tmp_path / "t.csv", "job_id,submit_s,gpus,duration_s,project\na,0,1,600,\n")
-    argv = ["simulate", "--policy", "impactful", "--gpus", "8", "--trace", str(trace), "--days", "1"]
+    argv = [
+        "simulate",
+        "--policy",
+        "impactful",
+        "--gpus",
+        "8",
+        "--trace",
+        str(trace),
+        "--days",
+        "1",
+    ]
     assert main([*argv, "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["impact"] is None and summary["impact_strict"] is None and summary["jain"] is None
+    assert (
+        summary["impact"] is None and summary["impact_strict"] is None and summary["jain"] is None
+    )
     assert summary["occupancy"] == 0 and summary["availability"] == 1  # defined, and truly 0 and 1
     assert main(argv) == 0
     table = capsys.readouterr().out

@@ -12,11 +12,11 @@ from helpers import INSTANT
 
 import impactlab as il
 from impactlab import BudgetError, SimConfig, budgets_from_trace, load_budgets, simulate
-from impactlab.budget_io import unknown_projects
-from impactlab.budgets import BudgetTree
-from impactlab.scenario import load_scenario
+from impactlab.inputs.budget_io import unknown_projects
+from impactlab.inputs.budgets import BudgetTree
+from impactlab.inputs.scenario import load_scenario
 
-DATA = Path(__file__).parent.parent / "data"
+DATA = Path(__file__).resolve().parent.parent / "impactlab" / "data"
 
 YAML = """
 name: lab
@@ -50,25 +50,37 @@ def test_yaml_tree_with_users(tmp_path):
     assert BudgetTree.from_dict(tree.to_dict()) == tree  # users survive the round trip
 
 
-@pytest.mark.parametrize("text, words", [
-    ("name: lab\nchildren:\n  - name: a\n    shares: 2\n", "unknown key"),
-    ("name: lab\nchildren:\n  - name: a\n    share: -1\n", "positive"),
-    ("name: lab\nchildren:\n  - name: g\n    users: [x]\n    children: [{name: a}]\n", "leaves"),
-    ("name: lab\nchildren:\n  - name: a\n  - name: a\n", "twice"),
-    ("name: lab\nchildren: a\n", "list"),
-    ("name: lab\n", "no projects"),
-    ("- a\n- b\n", "mapping"),
-    ("name: lab\nchildren: [\n", "cannot read"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("name: lab\nchildren:\n  - name: a\n    shares: 2\n", "unknown key"),
+        ("name: lab\nchildren:\n  - name: a\n    share: -1\n", "positive"),
+        (
+            "name: lab\nchildren:\n  - name: g\n    users: [x]\n    children: [{name: a}]\n",
+            "leaves",
+        ),
+        ("name: lab\nchildren:\n  - name: a\n  - name: a\n", "twice"),
+        ("name: lab\nchildren: a\n", "list"),
+        ("name: lab\n", "no projects"),
+        ("- a\n- b\n", "mapping"),
+        ("name: lab\nchildren: [\n", "cannot read"),
+    ],
+)
 def test_bad_yaml_is_a_budget_error(tmp_path, text, words):
     with pytest.raises(BudgetError, match=words):
         load_budgets(write(tmp_path, text))
 
 
 def test_budgets_from_trace_shares_gpu_hours():
-    trace = pd.DataFrame({"job_id": ["1", "2", "3", "4"], "project": ["a", "a", "b", ""],
-                          "user": ["u1", "u2", "u3", "u4"], "gpus": [1, 2, 4, 8],
-                          "duration_s": [3600.0, 3600.0, 1800.0, 3600.0]})
+    trace = pd.DataFrame(
+        {
+            "job_id": ["1", "2", "3", "4"],
+            "project": ["a", "a", "b", ""],
+            "user": ["u1", "u2", "u3", "u4"],
+            "gpus": [1, 2, 4, 8],
+            "duration_s": [3600.0, 3600.0, 1800.0, 3600.0],
+        }
+    )
     tree = budgets_from_trace(trace)
     assert {tree.names[i]: tree.share[i] for i in tree.leaves} == {"a": 3.0, "b": 2.0}
     assert dict(tree.users) == {"a": ("u1", "u2"), "b": ("u3",)}
@@ -79,9 +91,11 @@ def test_budgets_from_trace_shares_gpu_hours():
 
 
 def test_unknown_projects_run_unallocated_and_are_reported():
-    rows = [{"job_id": "a", "submit_s": 0, "gpus": 1, "duration_s": 60, "project": "olmo"},
-            {"job_id": "b", "submit_s": 0, "gpus": 1, "duration_s": 60, "project": "ghost"},
-            {"job_id": "c", "submit_s": 5, "gpus": 1, "duration_s": 60, "project": "ghost"}]
+    rows = [
+        {"job_id": "a", "submit_s": 0, "gpus": 1, "duration_s": 60, "project": "olmo"},
+        {"job_id": "b", "submit_s": 0, "gpus": 1, "duration_s": 60, "project": "ghost"},
+        {"job_id": "c", "submit_s": 5, "gpus": 1, "duration_s": 60, "project": "ghost"},
+    ]
     tree = BudgetTree.flat({"olmo": 1.0})
     assert unknown_projects(pd.DataFrame(rows), tree) == {"ghost": 2}
     config = SimConfig(policy="impactful", gpus=8, days=0.1, warmup_days=0.0)
@@ -114,16 +128,22 @@ def test_shipped_budget_files_load_with_their_shares():
         for i, name in enumerate(tree.names):
             assert tree.fraction[i] == pytest.approx(fractions[name]), (path, name)
         leaves = [tree.names[i] for i in tree.leaves]
-        assert len(leaves) >= 2 and sum(tree.fraction[i] for i in tree.leaves) == pytest.approx(1.0), path
+        assert len(leaves) >= 2 and sum(tree.fraction[i] for i in tree.leaves) == pytest.approx(
+            1.0
+        ), path
     example = load_budgets(DATA / "example-budgets.yaml")
     assert example.share[example.names.index("p02")] == 100.0
-    assert example.fraction[example.names.index("p02")] == pytest.approx(132.99 / (132.99 + 98.96) * 100 / 132.99)
+    assert example.fraction[example.names.index("p02")] == pytest.approx(
+        132.99 / (132.99 + 98.96) * 100 / 132.99
+    )
 
 
 def test_shipped_budget_files_hold_the_shares_of_the_organisation_they_were_made_from():
     # benchmarks/make_examples.py writes the generator's tree, shares rounded to 2 decimals. The
     # organisation has its own random stream: a 1-day run draws the same one as the full run.
-    made_from = {path: load_scenario(path).config.generator() for path in DATA.glob("scenario-*.yaml")}
+    made_from = {
+        path: load_scenario(path).config.generator() for path in DATA.glob("scenario-*.yaml")
+    }
     made_from[DATA / "example-budgets.yaml"] = il.GeneratorConfig(gpus=88, days=3, seed=1)
     for path, config in sorted(made_from.items()):
         tree = il.generate(replace(config, days=1.0)).tree
@@ -135,22 +155,64 @@ def test_shipped_budget_files_hold_the_shares_of_the_organisation_they_were_made
 def test_users_written_as_leaves_under_a_project_are_charged_by_user():
     from impactlab import SimConfig, simulate
 
-    tree = BudgetTree.from_dict({"name": "root", "children": [
-        {"name": "P", "share": 1, "children": [{"name": "ann", "share": 3}, {"name": "bob", "share": 1}]},
-        {"name": "Q", "share": 1, "children": [{"name": "ann", "share": 1}]},
-    ]})
-    trace = pd.DataFrame([
-        {"job_id": "a", "submit_s": 0, "gpus": 8, "duration_s": 100, "project": "P", "user": "ann"},
-        {"job_id": "b", "submit_s": 0, "gpus": 8, "duration_s": 100, "project": "P", "user": "bob"},
-        {"job_id": "c", "submit_s": 0, "gpus": 8, "duration_s": 100, "project": "Q", "user": "ann"},
-        {"job_id": "d", "submit_s": 0, "gpus": 8, "duration_s": 100, "project": "P", "user": "eve"},
-    ])
+    tree = BudgetTree.from_dict(
+        {
+            "name": "root",
+            "children": [
+                {
+                    "name": "P",
+                    "share": 1,
+                    "children": [{"name": "ann", "share": 3}, {"name": "bob", "share": 1}],
+                },
+                {"name": "Q", "share": 1, "children": [{"name": "ann", "share": 1}]},
+            ],
+        }
+    )
+    trace = pd.DataFrame(
+        [
+            {
+                "job_id": "a",
+                "submit_s": 0,
+                "gpus": 8,
+                "duration_s": 100,
+                "project": "P",
+                "user": "ann",
+            },
+            {
+                "job_id": "b",
+                "submit_s": 0,
+                "gpus": 8,
+                "duration_s": 100,
+                "project": "P",
+                "user": "bob",
+            },
+            {
+                "job_id": "c",
+                "submit_s": 0,
+                "gpus": 8,
+                "duration_s": 100,
+                "project": "Q",
+                "user": "ann",
+            },
+            {
+                "job_id": "d",
+                "submit_s": 0,
+                "gpus": 8,
+                "duration_s": 100,
+                "project": "P",
+                "user": "eve",
+            },
+        ]
+    )
     leaves = tree.leaves_for(trace["project"], trace["user"])
     names = [tree.names[i] if i >= 0 else None for i in leaves]
     assert names == ["ann", "bob", "ann", None]
     assert leaves[0] != leaves[2]  # ann of P and ann of Q are different budgets
-    result = simulate(SimConfig(policy="fifo", gpus=32, days=0.01, warmup_days=0, **INSTANT), trace=trace,
-                      budgets=tree)
+    result = simulate(
+        SimConfig(policy="fifo", gpus=32, days=0.01, warmup_days=0, **INSTANT),
+        trace=trace,
+        budgets=tree,
+    )
     assert result.unknown_projects == {"P": 1}  # eve has no budget under P: runs unallocated
     delivered = result.budgets.set_index("node")["delivered_gpu_s"]
     assert delivered["P"] == 2 * 8 * 100 and delivered["Q"] == 8 * 100

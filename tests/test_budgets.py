@@ -10,8 +10,8 @@ from helpers import examples, small_tree
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from impactlab import budgets
-from impactlab.budgets import BudgetError, BudgetTree, waterfill
+from impactlab.inputs import budgets
+from impactlab.inputs.budgets import BudgetError, BudgetTree, waterfill
 
 # Node ids of TREE_SPEC, in the order written (depth first).
 ROOT, PROG_A, PA1, PA2, PROG_B, PB1, PC = range(7)
@@ -162,7 +162,6 @@ def test_owed_rates_per_instant(tree):
     np.testing.assert_allclose(owed[1], np.zeros(tree.size))
 
 
-
 @settings(max_examples=examples(40), deadline=None)
 @given(st.integers(0, 40), st.integers(1, 7), st.data())
 def test_owed_rates_in_blocks_are_those_of_one_block(rows, block, data):
@@ -173,7 +172,9 @@ def test_owed_rates_in_blocks_are_those_of_one_block(rows, block, data):
     demand = np.zeros((rows, tree.size))
     for leaf in tree.leaves:
         demand[:, leaf] = data.draw(st.lists(amounts, min_size=rows, max_size=rows))
-    capacity = np.array(data.draw(st.lists(st.floats(0, 60, allow_nan=False), min_size=rows, max_size=rows)))
+    capacity = np.array(
+        data.draw(st.lists(st.floats(0, 60, allow_nan=False), min_size=rows, max_size=rows))
+    )
     whole = tree.owed_rates(capacity, demand)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(budgets, "OWED_BLOCK_ROWS", block)
@@ -259,10 +260,10 @@ def test_a_project_twice_raises_budget_error():
 def test_unusable_yaml_raises_budget_error_naming_the_file(tmp_path, text):
     path = tmp_path / "bad.yaml"
     path.write_text(text)
-    with pytest.raises(BudgetError, match="bad.yaml"):
+    with pytest.raises(BudgetError, match=r"bad\.yaml"):
         BudgetTree.from_yaml(path)
 
 
 def test_a_missing_yaml_file_raises_budget_error(tmp_path):
-    with pytest.raises(BudgetError, match="nope.yaml"):
+    with pytest.raises(BudgetError, match=r"nope\.yaml"):
         BudgetTree.from_yaml(tmp_path / "nope.yaml")

@@ -4,7 +4,6 @@ offline, and embeds a bounded number of rows."""
 from __future__ import annotations
 
 import base64
-
 import dataclasses
 import re
 
@@ -124,7 +123,10 @@ def test_enable_offline_shows_the_widget_with_a_picture_of_itself(runs):
         assert "application/vnd.jupyter.widget-view+json" in bundle
         png = base64.b64decode(bundle["image/png"])
         assert png.startswith(b"\x89PNG") and len(png) < 200_000
-        assert bundle["text/plain"].startswith("<chart: ") and "object at 0x" not in bundle["text/plain"]
+        assert (
+            bundle["text/plain"].startswith("<chart: ")
+            and "object at 0x" not in bundle["text/plain"]
+        )
     finally:
         alt.renderers.enable(renderer)
         alt.theme.enable(theme)
@@ -169,7 +171,9 @@ def test_waits_draw_zero_waits_at_the_floor_and_mark_p50_p90(runs):
     assert rows["wait_s"].min() == charts.WAIT_FLOOR_S  # impactful debug p50 is 0 s
     marks = rows[rows["layer"] == "quantile"]
     assert set(marks["quantile"]) == {"p50", "p90"}
-    debug = marks[(marks["run"] == "impactful") & (marks["kind"] == "debug") & (marks["quantile"] == "p90")]
+    debug = marks[
+        (marks["run"] == "impactful") & (marks["kind"] == "debug") & (marks["quantile"] == "p90")
+    ]
     assert debug["wait"].item() == charts.fmt_duration(runs[1].metrics()["wait_p90_s.debug"])
 
 
@@ -209,11 +213,20 @@ def test_gantt_packs_bars_so_concurrent_jobs_do_not_overlap():
         }
     )
     packed = charts._pack(table, 8).set_index("job_id")
-    assert packed["slot"].to_dict() == {"b": 0, "a": 2, "c": 6, "d": 0}  # shortest first at equal start
+    assert packed["slot"].to_dict() == {
+        "b": 0,
+        "a": 2,
+        "c": 6,
+        "d": 0,
+    }  # shortest first at equal start
     for x in packed.itertuples():
         for y in packed.itertuples():
             concurrent = x.Index < y.Index and x.start_h < y.end_h and y.start_h < x.end_h
-            assert not concurrent or x.slot + x.gpus_on_node <= y.slot or y.slot + y.gpus_on_node <= x.slot
+            assert (
+                not concurrent
+                or x.slot + x.gpus_on_node <= y.slot
+                or y.slot + y.gpus_on_node <= x.slot
+            )
 
 
 def test_gantt_respects_its_window_and_row_budget(runs):
@@ -267,7 +280,9 @@ def test_gang_idle_chart_draws_the_tables_hours(gangs):
         assert len(table) > 1  # some gang sizes, and "all"
         for bucket, row in table.iterrows():
             assert drawn[(result.run, bucket, "idle")] == pytest.approx(row["idle_gpu_hours"])
-            assert drawn[(result.run, bucket, "lent to unallocated work")] == pytest.approx(row["lent_gpu_hours"])
+            assert drawn[(result.run, bucket, "lent to unallocated work")] == pytest.approx(
+                row["lent_gpu_hours"]
+            )
 
 
 def test_owed_split_chart_draws_the_tables_shares_in_the_holders_order(gangs):
@@ -285,7 +300,9 @@ def test_free_blocks_chart_draws_the_smallest_waiting_gang(gangs):
     rows = pd.DataFrame(rows_of(charts.free_blocks(gangs)))
     lines = rows[rows["layer"] == "line"]
     assert set(lines["series"]) == set(charts.BLOCK_COLORS)
-    fifo = lines[(lines["run"] == "fifo") & (lines["series"] == "smallest waiting gang")]["gpus"].dropna()
+    fifo = lines[(lines["run"] == "fifo") & (lines["series"] == "smallest waiting gang")][
+        "gpus"
+    ].dropna()
     assert len(fifo) and (fifo > 8).all()  # multi-node gangs hold whole nodes of 8
 
 
@@ -293,4 +310,6 @@ def test_fragmentation_of_funded_work_says_so(gangs):
     chart = charts.fragmentation(gangs, work="funded")
     assert "funded jobs of each exact size" in chart.to_dict()["title"]["subtitle"]
     drawn = {row["gpus"] for row in rows_of(chart)}
-    assert drawn == {g for r in gangs for g in r.wait_by_size("funded").dropna(subset=["p50_h"])["gpus"]}
+    assert drawn == {
+        g for r in gangs for g in r.wait_by_size("funded").dropna(subset=["p50_h"])["gpus"]
+    }

@@ -7,7 +7,8 @@ from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from impactlab.cluster import Cluster, best_fit_on, held_gpus, nodes_needed
+from impactlab.base.gangs import held_gpus, nodes_needed
+from impactlab.sim.cluster import Cluster, best_fit_on
 
 
 def cluster_with(free: list[int], per: int = 8) -> Cluster:

@@ -11,23 +11,32 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import INSTANT
 
 import impactlab as il
-from helpers import INSTANT
-from impactlab import findings as f
+from impactlab.analysis import findings as f
+from impactlab.analysis.metrics import Window, useful_held_gpu_s, wasted_gpu_s
+from impactlab.base.units import HOUR_S
 from impactlab.cli import main
-from impactlab.metrics import Window, useful_held_gpu_s, wasted_gpu_s
-from impactlab.units import HOUR_S
 
 CAP = frozenset({"cap_hours", "protect_unallocated"})
 
 
 def summary(**values) -> dict:
     """A summary with nothing to warn about, then ``values``."""
-    quiet = {"impact": 0.9, "impact_useful": 0.88, "preemption_lost_share": 0.01, "preemptions_per_job_max": 90,
-             "funded_preemptions_per_job_max": 3, "most_preempted_funded_job": "j1", "queued_at_end": 2,
-             "queued_at_end_share": 0.01, "queue_quarters": [1, 2, 3, 2, 2], "backlog_growing": False,
-             "wait_s": {"all": {"p50": 600.0}}}
+    quiet = {
+        "impact": 0.9,
+        "impact_useful": 0.88,
+        "preemption_lost_share": 0.01,
+        "preemptions_per_job_max": 90,
+        "funded_preemptions_per_job_max": 3,
+        "most_preempted_funded_job": "j1",
+        "queued_at_end": 2,
+        "queued_at_end_share": 0.01,
+        "queue_quarters": [1, 2, 3, 2, 2],
+        "backlog_growing": False,
+        "wait_s": {"all": {"p50": 600.0}},
+    }
     return {**quiet, **values}
 
 
@@ -41,34 +50,52 @@ def test_a_quiet_run_has_no_findings():
     assert codes(summary()) == []
 
 
-@pytest.mark.parametrize(("values", "fires"), [
-    ({"preemption_lost_share": f.LOST_SHARE}, False), ({"preemption_lost_share": f.LOST_SHARE + 0.001}, True),
-    ({"funded_preemptions_per_job_max": f.PREEMPTIONS_PER_JOB}, False),
-    ({"funded_preemptions_per_job_max": f.PREEMPTIONS_PER_JOB + 1}, True),
-    ({"preemption_lost_share": math.nan}, False),
-])
+@pytest.mark.parametrize(
+    ("values", "fires"),
+    [
+        ({"preemption_lost_share": f.LOST_SHARE}, False),
+        ({"preemption_lost_share": f.LOST_SHARE + 0.001}, True),
+        ({"funded_preemptions_per_job_max": f.PREEMPTIONS_PER_JOB}, False),
+        ({"funded_preemptions_per_job_max": f.PREEMPTIONS_PER_JOB + 1}, True),
+        ({"preemption_lost_share": math.nan}, False),
+    ],
+)
 def test_thrashing_fires_past_either_threshold(values, fires):
     assert ("thrashing" in codes(summary(**values))) == fires
 
 
-@pytest.mark.parametrize(("values", "fires"), [
-    ({"queued_at_end_share": f.QUEUED_SHARE}, False), ({"queued_at_end_share": f.QUEUED_SHARE + 0.001}, True),
-    ({"wait_s": {"all": {"p50": f.MEDIAN_WAIT_S}}}, False), ({"wait_s": {"all": {"p50": f.MEDIAN_WAIT_S + 1}}}, True),
-    ({"wait_s": {"all": {"p50": None}}}, False), ({"backlog_growing": True}, True),
-])
+@pytest.mark.parametrize(
+    ("values", "fires"),
+    [
+        ({"queued_at_end_share": f.QUEUED_SHARE}, False),
+        ({"queued_at_end_share": f.QUEUED_SHARE + 0.001}, True),
+        ({"wait_s": {"all": {"p50": f.MEDIAN_WAIT_S}}}, False),
+        ({"wait_s": {"all": {"p50": f.MEDIAN_WAIT_S + 1}}}, True),
+        ({"wait_s": {"all": {"p50": None}}}, False),
+        ({"backlog_growing": True}, True),
+    ],
+)
 def test_a_backlog_fires_past_either_threshold_whatever_the_trend(values, fires):
     assert ("backlog" in codes(summary(**values))) == fires
 
 
 def test_a_shrinking_but_large_queue_is_a_backlog():
     """Philly's queue peaked mid-run and then shrank: still most of the run's jobs at the end."""
-    s = summary(queued_at_end=26_597, queued_at_end_share=0.24, queue_quarters=[9_000, 60_000, 45_000, 30_000, 26_597])
+    s = summary(
+        queued_at_end=26_597,
+        queued_at_end_share=0.24,
+        queue_quarters=[9_000, 60_000, 45_000, 30_000, 26_597],
+    )
     (found,) = f.findings(s, "impactful", CAP)
-    assert found.message.startswith("impactful: a backlog: 26,597 jobs (24% of the run's) are still queued")
+    assert found.message.startswith(
+        "impactful: a backlog: 26,597 jobs (24% of the run's) are still queued"
+    )
     assert "9,000 -> 60,000 -> 45,000 -> 30,000 -> 26,597" in found.message
 
 
-@pytest.mark.parametrize(("gap", "fires"), [(f.IMPACT_GAP - 0.001, False), (f.IMPACT_GAP + 0.001, True)])
+@pytest.mark.parametrize(
+    ("gap", "fires"), [(f.IMPACT_GAP - 0.001, False), (f.IMPACT_GAP + 0.001, True)]
+)
 def test_impact_counting_thrown_away_work_is_said(gap, fires):
     assert ("impact_gap" in codes(summary(impact=0.95, impact_useful=0.95 - gap))) == fires
 
@@ -80,22 +107,43 @@ def test_the_advice_names_the_knob_that_protects_the_preempted_jobs():
     assert all(k in impactful for k in ("cap_hours", "contract_default", "protect_unallocated"))
     legacy = f.findings(summary(**thrash), "legacy", frozenset())[0].message
     assert "preemptible=False" in legacy and "cap_hours" not in legacy
-    lost_only = f.findings(summary(preemption_lost_share=0.5, funded_preemptions_per_job_max=0), "x", CAP)[0]
-    assert "50% of the delivered GPU time" in lost_only.message and "no funded job was preempted" in lost_only.message
+    lost_only = f.findings(
+        summary(preemption_lost_share=0.5, funded_preemptions_per_job_max=0), "x", CAP
+    )[0]
+    assert (
+        "50% of the delivered GPU time" in lost_only.message
+        and "no funded job was preempted" in lost_only.message
+    )
 
 
 # ----- impact on useful work, by hand -----------------------------------------------------------
 def test_useful_time_leaves_out_overhead_and_lost_progress_once_each():
-    att = pd.DataFrame({"start_s": [0.0, 100.0, 500.0], "end_s": [100.0, 400.0, 520.0],
-                        "overhead_s": [10.0, 60.0, 30.0], "lost_s": [30.0, 0.0, 50.0], "gpus": [8, 8, 2],
-                        "ended_by": ["preempt", "finish", "preempt"], "restart_after": ["", "preempt", "preempt"]})
+    att = pd.DataFrame(
+        {
+            "start_s": [0.0, 100.0, 500.0],
+            "end_s": [100.0, 400.0, 520.0],
+            "overhead_s": [10.0, 60.0, 30.0],
+            "lost_s": [30.0, 0.0, 50.0],
+            "gpus": [8, 8, 2],
+            "ended_by": ["preempt", "finish", "preempt"],
+            "restart_after": ["", "preempt", "preempt"],
+        }
+    )
     window = Window(0.0, 1000.0, 16)
     held = ((att["end_s"] - att["start_s"]) * att["gpus"]).to_numpy()
     # 1: 10 s start-up + 30 s lost; 2: 60 s restart; 3: preempted 20 s in, during its 30 s restart
     assert wasted_gpu_s(att, window).tolist() == [40 * 8, 60 * 8, 20 * 2]
     assert useful_held_gpu_s(att, held, window).tolist() == [60 * 8, 240 * 8, 0.0]
-    assert wasted_gpu_s(att, window, "preempt").tolist() == [30 * 8, 60 * 8, 20 * 2]  # not the start-up
-    assert wasted_gpu_s(att, Window(50.0, 1000.0, 16)).tolist() == [30 * 8, 60 * 8, 20 * 2]  # clipped
+    assert wasted_gpu_s(att, window, "preempt").tolist() == [
+        30 * 8,
+        60 * 8,
+        20 * 2,
+    ]  # not the start-up
+    assert wasted_gpu_s(att, Window(50.0, 1000.0, 16)).tolist() == [
+        30 * 8,
+        60 * 8,
+        20 * 2,
+    ]  # clipped
 
 
 def test_without_preemption_or_overhead_useful_impact_is_impact():
@@ -112,7 +160,11 @@ def test_useful_impact_is_below_impact_at_every_budget_node_and_in_every_output(
     assert (budgets["useful_gpu_s"] <= budgets["delivered_gpu_s"] + 1e-6).all()
     owed = budgets["owed_gpu_s"] > 0
     assert (budgets.loc[owed, "impact_useful"] <= budgets.loc[owed, "impact"] + 1e-12).all()
-    assert result.metrics()["impact_useful"] == budgets["impact_useful"].iloc[0] < result.metrics()["impact"]
+    assert (
+        result.metrics()["impact_useful"]
+        == budgets["impact_useful"].iloc[0]
+        < result.metrics()["impact"]
+    )
     assert "impact_useful" in il.metrics_frame([result]).columns
 
 
@@ -124,11 +176,18 @@ def slurm_dump(path, jobs: int = 160, seed: int = 1) -> None:
     submit = start + pd.to_timedelta(np.cumsum(rng.exponential(900, jobs)), unit="s")
     duration = (rng.lognormal(8.5, 1.2, jobs) + 60).astype(int)
     gpus = rng.choice([1, 1, 2, 4, 8, 8, 16], jobs)
-    elapsed = [f"{d // 86400}-{d % 86400 // 3600:02d}:{d % 3600 // 60:02d}:{d % 60:02d}" for d in duration]
-    rows = [f"{1000 + i}|u{i % 9}|acct{i % 3}|{submit[i]:%Y-%m-%dT%H:%M:%S}|{submit[i]:%Y-%m-%dT%H:%M:%S}|"
-            f"{submit[i] + pd.Timedelta(seconds=int(duration[i])):%Y-%m-%dT%H:%M:%S}|{elapsed[i]}|"
-            f"billing=1,cpu=4,gres/gpu={gpus[i]},node=1|COMPLETED" for i in range(jobs)]
-    path.write_text("JobID|User|Account|Submit|Start|End|Elapsed|AllocTRES|State\n" + "\n".join(rows) + "\n")
+    elapsed = [
+        f"{d // 86400}-{d % 86400 // 3600:02d}:{d % 3600 // 60:02d}:{d % 60:02d}" for d in duration
+    ]
+    rows = [
+        f"{1000 + i}|u{i % 9}|acct{i % 3}|{submit[i]:%Y-%m-%dT%H:%M:%S}|{submit[i]:%Y-%m-%dT%H:%M:%S}|"
+        f"{submit[i] + pd.Timedelta(seconds=int(duration[i])):%Y-%m-%dT%H:%M:%S}|{elapsed[i]}|"
+        f"billing=1,cpu=4,gres/gpu={gpus[i]},node=1|COMPLETED"
+        for i in range(jobs)
+    ]
+    path.write_text(
+        "JobID|User|Account|Submit|Start|End|Elapsed|AllocTRES|State\n" + "\n".join(rows) + "\n"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -149,53 +208,91 @@ def compare_json(capsys, caplog, argv: list[str]) -> tuple[list[dict], str]:
 def test_a_slurm_dump_at_the_suggested_size_does_not_thrash_silently(dump, capsys, caplog):
     assert main(["inspect", str(dump), "--json"]) == 0
     advice = json.loads(capsys.readouterr().out)["advice"]
-    (legacy, impactful), err = compare_json(capsys, caplog, ["--trace", str(dump), *advice["flags"].split()])
+    (legacy, impactful), err = compare_json(
+        capsys, caplog, ["--trace", str(dump), *advice["flags"].split()]
+    )
     assert err.count("the trace declares no minimum runtimes") == 1  # said once for the comparison
     assert "impact_useful" in impactful
     quiet = abs(impactful["utilization"] - legacy["utilization"]) <= 0.3
     assert quiet or "impactful: preemption is thrashing" in err
-    assert impactful["funded_preemptions_per_job_max"] <= f.PREEMPTIONS_PER_JOB  # each asks to run to its end
+    assert (
+        impactful["funded_preemptions_per_job_max"] <= f.PREEMPTIONS_PER_JOB
+    )  # each asks to run to its end
 
 
 def test_the_same_dump_replayed_unprotected_thrashes_and_says_so(dump, capsys, caplog):
     assert main(["inspect", str(dump), "--json"]) == 0
     flags = json.loads(capsys.readouterr().out)["advice"]["flags"].split()
-    (legacy, impactful), err = compare_json(capsys, caplog, ["--trace", str(dump), *flags, "--contract-default", "none"])
+    (_legacy, impactful), err = compare_json(
+        capsys, caplog, ["--trace", str(dump), *flags, "--contract-default", "none"]
+    )
     assert "the trace declares no minimum runtimes" not in err
-    assert impactful["preemption_lost_share"] > f.LOST_SHARE and impactful["impact_useful"] < impactful["impact"]
+    assert (
+        impactful["preemption_lost_share"] > f.LOST_SHARE
+        and impactful["impact_useful"] < impactful["impact"]
+    )
     assert "impactful: preemption is thrashing" in err and "impactful: impact" in err
     assert "legacy: preemption is thrashing" not in err
     assert any(w.startswith("impactful: preemption is thrashing") for w in impactful["warnings"])
 
 
 def test_a_declared_contract_is_kept_and_the_defaults_are_selectable(tmp_path, caplog):
-    rows = pd.DataFrame({"job_id": ["a", "b"], "submit_s": [0.0, 60.0], "gpus": [8, 8],
-                         "duration_s": [7200.0, 600.0], "kind": ["training", "debug"]})
+    rows = pd.DataFrame(
+        {
+            "job_id": ["a", "b"],
+            "submit_s": [0.0, 60.0],
+            "gpus": [8, 8],
+            "duration_s": [7200.0, 600.0],
+            "kind": ["training", "debug"],
+        }
+    )
     path = tmp_path / "t.csv"
     rows.to_csv(path, index=False)
     base = il.SimConfig(policy="impactful", gpus=8, trace_path=str(path))
-    own = il.workload.prepare(base)
-    assert own.trace["min_runtime_s"].tolist() == [7200.0, 600.0] and "own length" in own.provenance["contract"]
-    per_kind = il.workload.prepare(base.with_params(contract_default="per-kind")).trace["min_runtime_s"].tolist()
+    own = il.inputs.workload.prepare(base)
+    assert (
+        own.trace["min_runtime_s"].tolist() == [7200.0, 600.0]
+        and "own length" in own.provenance["contract"]
+    )
+    per_kind = (
+        il.inputs.workload.prepare(base.with_params(contract_default="per-kind"))
+        .trace["min_runtime_s"]
+        .tolist()
+    )
     assert per_kind == [6 * HOUR_S, 1800.0]  # the generator's training and debug contracts
-    none = il.workload.prepare(base.with_params(contract_default="none"))
+    none = il.inputs.workload.prepare(base.with_params(contract_default="none"))
     assert none.trace["min_runtime_s"].tolist() == [0.0, 0.0]
     rows.assign(min_runtime_s=[0.0, 300.0]).to_csv(path, index=False)
-    assert il.workload.prepare(base).trace["min_runtime_s"].tolist() == [0.0, 300.0]  # declared: kept
-    hand = il.workload.prepare(base, trace=rows)  # a table written in Python is taken as it is
+    assert il.inputs.workload.prepare(base).trace["min_runtime_s"].tolist() == [
+        0.0,
+        300.0,
+    ]  # declared: kept
+    hand = il.inputs.workload.prepare(
+        base, trace=rows
+    )  # a table written in Python is taken as it is
     assert hand.trace["min_runtime_s"].tolist() == [0.0, 0.0]
 
 
 def overloaded(jobs: int = 300) -> pd.DataFrame:
     """An 8-GPU, 2 h job every 20 min on 16 GPUs: three times what the cluster can run."""
-    return pd.DataFrame({"job_id": [f"j{i:03d}" for i in range(jobs)], "submit_s": np.arange(jobs) * 1200.0,
-                         "gpus": 8, "duration_s": 2 * HOUR_S, "project": np.where(np.arange(jobs) % 2, "p", "q"),
-                         "min_runtime_s": HOUR_S})
+    return pd.DataFrame(
+        {
+            "job_id": [f"j{i:03d}" for i in range(jobs)],
+            "submit_s": np.arange(jobs) * 1200.0,
+            "gpus": 8,
+            "duration_s": 2 * HOUR_S,
+            "project": np.where(np.arange(jobs) % 2, "p", "q"),
+            "min_runtime_s": HOUR_S,
+        }
+    )
 
 
 def test_every_policy_reports_a_backlog(caplog):
-    results = il.compare(il.SimConfig(gpus=16, days=4, **INSTANT), ["legacy", "impactful", "fairshare", "fifo"],
-                         trace=overloaded())
+    results = il.compare(
+        il.SimConfig(gpus=16, days=4, **INSTANT),
+        ["legacy", "impactful", "fairshare", "fifo"],
+        trace=overloaded(),
+    )
     with caplog.at_level(logging.WARNING, logger="impactlab"):
         for r in results:
             assert r.summary()["queued_at_end_share"] > f.QUEUED_SHARE
@@ -205,7 +302,10 @@ def test_every_policy_reports_a_backlog(caplog):
 
 def test_a_light_load_warns_about_nothing(caplog):
     light = overloaded(60).assign(submit_s=np.arange(60) * 3 * HOUR_S)
-    results = il.compare(il.SimConfig(gpus=16, days=8, **INSTANT), ["legacy", "impactful", "fairshare", "fifo"],
-                         trace=light)
+    results = il.compare(
+        il.SimConfig(gpus=16, days=8, **INSTANT),
+        ["legacy", "impactful", "fairshare", "fifo"],
+        trace=light,
+    )
     for r in results:
         assert r.warnings == [] and r.summary()["warnings"] == []

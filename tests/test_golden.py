@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import impactlab as il
-from impactlab.registry import BUILTIN
+from impactlab.base.registry import BUILTIN
 
 GOLDEN = Path(__file__).parent / "golden"
 CONFIG = il.SimConfig(gpus=16, days=1.5, seed=3)
@@ -28,14 +28,18 @@ def events_of(policy: str) -> pd.DataFrame:
 
 @pytest.mark.parametrize("policy", sorted(BUILTIN))
 def test_event_log_matches_the_golden_file(policy):
-    golden = pd.read_csv(GOLDEN / f"{policy}.csv", keep_default_na=False, dtype={"nodes": str, "detail": str})
+    golden = pd.read_csv(
+        GOLDEN / f"{policy}.csv", keep_default_na=False, dtype={"nodes": str, "detail": str}
+    )
     actual = events_of(policy)
     assert len(actual) == len(golden)
     for col in ("event", "job_id", "nodes", "detail"):
         assert actual[col].astype(str).tolist() == golden[col].astype(str).tolist(), col
     assert actual["gpus"].tolist() == golden["gpus"].tolist()
     for col in ("t_s", "overhead_s", "lost_s"):
-        pd.testing.assert_series_equal(actual[col], golden[col], check_exact=False, rtol=0, atol=1e-6)
+        pd.testing.assert_series_equal(
+            actual[col], golden[col], check_exact=False, rtol=0, atol=1e-6
+        )
 
 
 if __name__ == "__main__":

@@ -17,22 +17,28 @@ from hypothesis import strategies as st
 
 import impactlab as il
 from impactlab.cli import main
-from impactlab.health import HealthConfig, NodeHealth
 from impactlab.policies import REGISTRY
+from impactlab.sim.health import HealthConfig, NodeHealth
 
 GPUS, PER, DAYS = 32, 8, 3.0
 
 
 @cache
-def workload(seed: int = 0) -> il.generator.Workload:
+def workload(seed: int = 0) -> il.inputs.generator.Workload:
     """A small synthetic workload, built once."""
     return il.generate(il.GeneratorConfig(gpus=GPUS, days=DAYS, seed=seed))
 
 
 def run(policy: str, seed: int = 0, **health) -> il.SimResult:
     """One run of the small workload with the given health knobs."""
-    config = il.SimConfig(policy=policy, gpus=GPUS, days=DAYS, seed=seed, warmup_days=0.0,
-                          health=HealthConfig(**health))
+    config = il.SimConfig(
+        policy=policy,
+        gpus=GPUS,
+        days=DAYS,
+        seed=seed,
+        warmup_days=0.0,
+        health=HealthConfig(**health),
+    )
     work = workload(seed)
     return il.simulate(config, trace=work.trace, budgets=work.tree)
 
@@ -70,14 +76,18 @@ def test_without_failures_the_health_knobs_change_nothing(policy):
 
 def instants(log: list[tuple[float, str, dict]]) -> list[tuple[float, str, dict]]:
     """The state at the end of each instant (a node going down and its jobs failing share one)."""
-    return [step for step, after in zip(log, [*log[1:], None]) if after is None or after[0] != step[0]]
+    return [
+        step for step, after in zip(log, [*log[1:], None]) if after is None or after[0] != step[0]
+    ]
 
 
 @pytest.mark.parametrize("policy", sorted(REGISTRY))
 def test_with_automatic_repair_gpus_in_use_never_exceed_healthy_gpus(policy):
     for t, _event, state in instants(replay(run(policy, mtbf_hours=48, repair="automatic").events)):
         healthy = [n for n in range(GPUS // PER) if n not in state["down"]]
-        assert sum(state["in_use"][n] for n in healthy) == sum(state["in_use"]), f"t={t}: a job on a down node"
+        assert sum(state["in_use"][n] for n in healthy) == sum(state["in_use"]), (
+            f"t={t}: a job on a down node"
+        )
         assert sum(state["in_use"]) <= PER * len(healthy), f"t={t}"
 
 
@@ -129,7 +139,9 @@ def test_jobs_on_a_failed_node_fail_even_when_protected():
 @pytest.mark.parametrize("repair", ["automatic", "manual"])
 def test_repeated_runs_with_failures_give_identical_logs(repair):
     first = run("impactful", seed=1, mtbf_hours=24, repair=repair).events
-    pd.testing.assert_frame_equal(run("impactful", seed=1, mtbf_hours=24, repair=repair).events, first)
+    pd.testing.assert_frame_equal(
+        run("impactful", seed=1, mtbf_hours=24, repair=repair).events, first
+    )
 
 
 def test_the_failure_seed_changes_the_failures():
@@ -150,8 +162,12 @@ def test_failure_times_do_not_depend_on_the_policy_until_the_first_repair():
 def test_automatic_drain_beats_manual_repair_on_availability_and_human_repairs():
     config = il.SimConfig(gpus=64, days=10, seed=2, health=HealthConfig(mtbf_hours=24 * 10))
     work = il.generate(config.generator())
-    legacy = il.simulate(replace(config, policy="legacy"), trace=work.trace, budgets=work.tree).summary()
-    impactful = il.simulate(replace(config, policy="impactful"), trace=work.trace, budgets=work.tree).summary()
+    legacy = il.simulate(
+        replace(config, policy="legacy"), trace=work.trace, budgets=work.tree
+    ).summary()
+    impactful = il.simulate(
+        replace(config, policy="impactful"), trace=work.trace, budgets=work.tree
+    ).summary()
     assert legacy["auto_repairs"] == 0 and legacy["human_repairs"] > 0
     assert impactful["human_repairs"] < legacy["human_repairs"]
     assert impactful["availability"] > legacy["availability"]
@@ -159,13 +175,18 @@ def test_automatic_drain_beats_manual_repair_on_availability_and_human_repairs()
 
 def test_availability_is_the_healthy_share_of_capacity_by_hand():
     # One node of four down for exactly 2 h of a 10 h window: availability = 1 - 2/40.
-    events = pd.DataFrame([
-        (3600.0, "node_down", "", 8, "2", "failure; repair=automatic", 0.0, 0.0),
-        (3 * 3600.0, "node_up", "", 8, "2", "repair=automatic", 0.0, 0.0),
-    ], columns=il.events.EVENT_COLUMNS)
-    window = il.metrics.Window(0.0, 10 * 3600.0, 32)
-    assert il.metrics.healthy_gpu_s(events, window, 8) / (32 * window.span_s) == pytest.approx(1 - 2 / 40)
-    series = il.metrics.health_series(events, 32, 8, 10 * 3600.0)
+    events = pd.DataFrame(
+        [
+            (3600.0, "node_down", "", 8, "2", "failure; repair=automatic", 0.0, 0.0),
+            (3 * 3600.0, "node_up", "", 8, "2", "repair=automatic", 0.0, 0.0),
+        ],
+        columns=il.sim.events.EVENT_COLUMNS,
+    )
+    window = il.analysis.metrics.Window(0.0, 10 * 3600.0, 32)
+    assert il.analysis.metrics.healthy_gpu_s(events, window, 8) / (
+        32 * window.span_s
+    ) == pytest.approx(1 - 2 / 40)
+    series = il.analysis.metrics.health_series(events, 32, 8, 10 * 3600.0)
     assert series.healthy_gpus.tolist() == [32, 24, 24] + [32] * 7
     assert series.failures.sum() == 1 and series.auto_repairs.tolist()[3] == 1
 
@@ -183,21 +204,41 @@ def test_summary_counts_repairs_and_losses():
 
 
 @settings(max_examples=examples(10), deadline=None)
-@given(mtbf=st.floats(6, 200), seed=st.integers(0, 3), repair=st.sampled_from(["automatic", "manual"]))
+@given(
+    mtbf=st.floats(6, 200), seed=st.integers(0, 3), repair=st.sampled_from(["automatic", "manual"])
+)
 def test_health_series_averages_to_availability(mtbf, seed, repair):
     result = run("impactful", seed=seed, mtbf_hours=mtbf, repair=repair)
     series = result.health_series(bucket_s=1800.0)
-    assert series.healthy_gpus.mean() / GPUS == pytest.approx(result.summary()["availability"], rel=1e-9)
+    assert series.healthy_gpus.mean() / GPUS == pytest.approx(
+        result.summary()["availability"], rel=1e-9
+    )
 
 
 def test_cli_reports_failures_and_repairs(capsys):
-    code = main(["simulate", "--policy", "impactful", "--gpus", "32", "--days", "3",
-                 "--node-mtbf-hours", "24", "--repair", "manual", "--json"])
+    code = main(
+        [
+            "simulate",
+            "--policy",
+            "impactful",
+            "--gpus",
+            "32",
+            "--days",
+            "3",
+            "--node-mtbf-hours",
+            "24",
+            "--repair",
+            "manual",
+            "--json",
+        ]
+    )
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     assert out["auto_repairs"] == 0 and out["human_repairs"] >= 1
     # the figures of the same run through the library, in the same window
-    config = il.SimConfig(policy="impactful", gpus=32, days=3, health=HealthConfig(mtbf_hours=24, repair="manual"))
+    config = il.SimConfig(
+        policy="impactful", gpus=32, days=3, health=HealthConfig(mtbf_hours=24, repair="manual")
+    )
     same = il.simulate(config).summary()
     for key in ("report_from_days", "node_failures", "human_repairs", "auto_repairs", "jobs_hit"):
         assert out[key] == same[key], key
@@ -245,12 +286,17 @@ class FakeNodes:
 @pytest.mark.parametrize("repair", ["automatic", "manual"])
 def test_node_health_needs_only_node_ops_not_an_engine(repair):
     nodes = FakeNodes(3)
-    health = NodeHealth(nodes, HealthConfig(mtbf_hours=10, repair=repair, human_fraction=0.0), repair, seed=4)
+    health = NodeHealth(
+        nodes, HealthConfig(mtbf_hours=10, repair=repair, human_fraction=0.0), repair, seed=4
+    )
     health.start()
     nodes.run(until=500 * 3600.0)
     steps = {node: [what for _, what, n in nodes.seen if n == node] for node in range(3)}
-    cycle = (["failed", "drain", "repair=automatic"] if repair == "automatic"
-             else ["failed", "drain", "repair=human"])
+    cycle = (
+        ["failed", "drain", "repair=automatic"]
+        if repair == "automatic"
+        else ["failed", "drain", "repair=human"]
+    )
     for node, seen in steps.items():
         assert len(seen) >= 3 * 3, f"node {node}: too few failures in 500 h at a 10 h MTBF"
         full = len(seen) // 3 * 3

@@ -17,19 +17,18 @@ from dataclasses import dataclass
 from functools import cache, cached_property
 from itertools import pairwise
 
+import helpers
 import pandas as pd
 import pytest
-import helpers
 from helpers import DAY_S, examples, small_tree, traces
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from impactlab import REGISTRY, SimConfig, make_policy, simulate
-from impactlab.cluster import held_gpus, nodes_needed
-from impactlab.events import preemptor
-from impactlab.events import jobs_from_trace
-from impactlab.policies.base import DRAIN_NOTE, DRAIN_REASON
+from impactlab.base.gangs import held_gpus, nodes_needed
 from impactlab.policies.impactful import Impactful
+from impactlab.sim.events import jobs_from_trace, preemptor
+from impactlab.sim.policy import DRAIN_NOTE, DRAIN_REASON
 
 # ----- what is run ---------------------------------------------------------------------------
 Knobs = tuple[tuple[str, object], ...]
@@ -56,12 +55,18 @@ VARIANT_IDS = [name + "".join(f"-{k}={v}" for k, v in knobs) for name, knobs in 
 #: change a pass the most. The others run in the thorough profile (the oracle compares their
 #: logs in every profile).
 CORE_IDS = {i for i, (_, knobs) in zip(VARIANT_IDS, VARIANTS) if not knobs} | {
-    "fifo-backfill=True", "impactful-backfill_reservation=True"}
+    "fifo-backfill=True",
+    "impactful-backfill_reservation=True",
+}
 
 
 def variant_params(chosen: list[tuple[tuple[str, Knobs], str]]) -> list:
     """``chosen`` (variant, id) pairs as pytest params, the non-core ones marked thorough."""
-    return [pytest.param(v, id=i, marks=() if i in CORE_IDS else pytest.mark.thorough) for v, i in chosen]
+    return [
+        pytest.param(v, id=i, marks=() if i in CORE_IDS else pytest.mark.thorough)
+        for v, i in chosen
+    ]
+
 
 SHAPES = [(16, 8), (32, 8), (64, 8), (16, 4)]  # (GPUs, GPUs per node)
 
@@ -99,8 +104,14 @@ READY = ("submit", "requeue", "resubmit")  # events after which a job is pending
 #: Latencies and the sessions' rule a random case runs with: (cycle_s, startup_s, grace_s,
 #: preempted_sessions, session_resubmit_share).
 TIMING_KEYS = ("cycle_s", "startup_s", "grace_s", "preempted_sessions", "session_resubmit_share")
-TIMINGS = [(0.0, 0.0, 0.0, "requeue", 0.0), (30.0, 30.0, 30.0, "end", 0.5), (0.0, 20.0, 0.0, "restore", 0.0),
-           (45.0, 0.0, 0.0, "end", 1.0), (0.0, 0.0, 40.0, "end", 0.0), (30.0, 0.0, 60.0, "requeue", 0.0)]
+TIMINGS = [
+    (0.0, 0.0, 0.0, "requeue", 0.0),
+    (30.0, 30.0, 30.0, "end", 0.5),
+    (0.0, 20.0, 0.0, "restore", 0.0),
+    (45.0, 0.0, 0.0, "end", 1.0),
+    (0.0, 0.0, 40.0, "end", 0.0),
+    (30.0, 0.0, 60.0, "requeue", 0.0),
+]
 
 
 class Releases:
@@ -119,6 +130,8 @@ class Releases:
         elif e.event in ("requeue", "kill"):
             return self.preempted.pop(e.job_id, [])
         return []
+
+
 TOL = 1e-6
 
 
@@ -216,7 +229,10 @@ def drift_case() -> RandomInputs:
 #: Cases every rule checks first: each synthetic trace (its runs are cached), then fixed cases.
 #: (the thorough profile checks all eight synthetic traces, the default one the first four,
 #: which cover every cluster shape).
-EXAMPLES: list[RandomInputs | tuple] = [*(GENERATED if helpers.THOROUGH else GENERATED[:4]), drift_case()]
+EXAMPLES: list[RandomInputs | tuple] = [
+    *(GENERATED if helpers.THOROUGH else GENERATED[:4]),
+    drift_case(),
+]
 
 
 def rule(
@@ -327,7 +343,9 @@ class Run:
     @property
     def drains(self) -> bool:
         """Whether impactful drains nodes for gangs in this run."""
-        return self.policy == "impactful" and self.knobs.get("drain_for_gangs", Impactful.drain_for_gangs)
+        return self.policy == "impactful" and self.knobs.get(
+            "drain_for_gangs", Impactful.drain_for_gangs
+        )
 
     @cached_property
     def reserve(self) -> set[int]:
@@ -335,8 +353,11 @@ class Run:
         nodes): the highest-numbered ceil(share x nodes) nodes, leaving at least one; no other
         policy has one."""
         min_nodes = self.knobs.get("reserve_min_nodes", Impactful.reserve_min_nodes)
-        if (self.policy != "impactful" or not self.knobs.get("boost_interactive", True)
-                or self.n_nodes < min_nodes):
+        if (
+            self.policy != "impactful"
+            or not self.knobs.get("boost_interactive", True)
+            or self.n_nodes < min_nodes
+        ):
             return set()
         share = self.knobs.get("interactive_reserve", Impactful.interactive_reserve)
         kept = min(math.ceil(round(share * self.n_nodes, 9)), self.n_nodes - 1)
@@ -356,8 +377,12 @@ class Run:
         """The attempt begun by ``start`` borrows the reserve: a funded job, neither debug nor
         interactive, that fits off the reserve, started partly on it."""
         jid = start.job_id
-        return (self.funded[jid] and self.rows[jid].kind not in ("debug", "interactive")
-                and self.fits_off_reserve(jid) and bool(set(parse_nodes(start.nodes)) & self.reserve))
+        return (
+            self.funded[jid]
+            and self.rows[jid].kind not in ("debug", "interactive")
+            and self.fits_off_reserve(jid)
+            and bool(set(parse_nodes(start.nodes)) & self.reserve)
+        )
 
     def place(self, free: list[int], jid: str) -> tuple[int, ...] | None:
         """Where the rules put job ``jid`` now: best fit (docs/model.md section 1); with a reserve,
@@ -371,8 +396,12 @@ class Run:
     def reclaimed(self, preempt, by: str) -> bool:
         """The preemption ``preempt`` is a draining gang ``by`` reclaiming its nodes (a funded
         multi-node gang, in a run that drains)."""
-        return (self.drains and preempt.detail.endswith(DRAIN_REASON) and self.funded[by]
-                and self.rows[by].gpus > self.per)
+        return (
+            self.drains
+            and preempt.detail.endswith(DRAIN_REASON)
+            and self.funded[by]
+            and self.rows[by].gpus > self.per
+        )
 
     def lent(self, preempt, by: str) -> bool:
         """The attempt ended by ``preempt`` borrowed the reserve and ``by`` is a
@@ -484,7 +513,9 @@ def test_gpus_in_use_never_exceed_node_or_cluster_capacity(variant, case):
             assert nodes == holding[e.job_id], f"{e.event} on other nodes than its start: {e}"
         freed = releases.freed(e)
         if freed:
-            assert freed == holding.pop(e.job_id), f"{e.event} frees other nodes than its start: {e}"
+            assert freed == holding.pop(e.job_id), (
+                f"{e.event} frees other nodes than its start: {e}"
+            )
             for n in freed:
                 used[n] -= e.gpus // len(freed)
         elif e.event in ("node_down", "node_up"):
@@ -516,19 +547,33 @@ def test_every_start_is_a_best_fit_placement(variant, case):
             pending.discard(e.job_id)
             expected = run.place(free, e.job_id)
             if in_grace(e.t_s):  # placed on the engine's view, where GPUs in grace count as free
-                assert all(free[n] >= e.gpus // len(nodes) for n in nodes), f"{e}: no room on {nodes}"
+                assert all(free[n] >= e.gpus // len(nodes) for n in nodes), (
+                    f"{e}: no room on {nodes}"
+                )
             elif (run.reserves or run.drains) and tuple(nodes) != expected:
                 # (funded work goes off the nodes draining for a gang first; the log does not
                 # say which they are, so the oracle checks that)
-                assert all(free[n] >= e.gpus // len(nodes) for n in nodes), f"{e}: no room on {nodes}"
-                if run.policy == "fairshare":  # (in impactful, victims may free the holder's room mid-pass)
-                    assert any(run.place(free, j) is None for j in pending), f"{e}: off best fit, no holder"
+                assert all(free[n] >= e.gpus // len(nodes) for n in nodes), (
+                    f"{e}: no room on {nodes}"
+                )
+                if (
+                    run.policy == "fairshare"
+                ):  # (in impactful, victims may free the holder's room mid-pass)
+                    assert any(run.place(free, j) is None for j in pending), (
+                        f"{e}: off best fit, no holder"
+                    )
                 elif not run.reserves:  # draining only: a funded gang waits, or is the one
                     # starting (on the nodes drained for it)
-                    gangs = [j for j in (*pending, e.job_id) if run.funded[j] and run.rows[j].gpus > run.per]
+                    gangs = [
+                        j
+                        for j in (*pending, e.job_id)
+                        if run.funded[j] and run.rows[j].gpus > run.per
+                    ]
                     assert gangs, f"{e}: no gang drains"
             else:
-                assert tuple(nodes) == expected, f"{e}: expected nodes {expected} with free GPUs {free}"
+                assert tuple(nodes) == expected, (
+                    f"{e}: expected nodes {expected} with free GPUs {free}"
+                )
             for n in nodes:
                 free[n] -= e.gpus // len(nodes)
         freed = releases.freed(e)
@@ -540,13 +585,21 @@ def test_every_start_is_a_best_fit_placement(variant, case):
 def test_funded_work_that_fits_off_the_reserve_preempts_only_off_the_reserve(variant, case):
     run = run_of(variant, case)
     for e, _, by in run.preemptions():
-        if (run.reserve and run.funded[by.job_id] and by.kind not in ("debug", "interactive")
-                and run.fits_off_reserve(by.job_id)):
-            assert set(parse_nodes(e.nodes)) - run.reserve, f"{e}: frees only reserved nodes for {by.job_id}"
+        if (
+            run.reserve
+            and run.funded[by.job_id]
+            and by.kind not in ("debug", "interactive")
+            and run.fits_off_reserve(by.job_id)
+        ):
+            assert set(parse_nodes(e.nodes)) - run.reserve, (
+                f"{e}: frees only reserved nodes for {by.job_id}"
+            )
 
 
 @rule(max_examples=10, policies=("impactful",))
-def test_the_reserve_is_borrowed_only_when_nothing_fits_off_it_and_borrowers_are_unprotected(variant, case):
+def test_the_reserve_is_borrowed_only_when_nothing_fits_off_it_and_borrowers_are_unprotected(
+    variant, case
+):
     run = run_of(variant, case)
     free = [run.per] * run.n_nodes
     releases, in_grace = Releases(), run.in_grace()
@@ -560,7 +613,9 @@ def test_the_reserve_is_borrowed_only_when_nothing_fits_off_it_and_borrowers_are
                 # (the log does not record holds, so the check is left to the oracle there)
                 held = run.knobs.get("backfill_reservation", run.policy == "fairshare")
                 if not in_grace(e.t_s) and not held:
-                    assert best_fit(off, run.rows[e.job_id].gpus, run.per) is None, f"{e} borrowed needlessly"
+                    assert best_fit(off, run.rows[e.job_id].gpus, run.per) is None, (
+                        f"{e} borrowed needlessly"
+                    )
                 assert run.contract_of(e) == 0.0
             for n in nodes:
                 free[n] -= e.gpus // len(nodes)
@@ -581,14 +636,20 @@ def test_each_job_follows_the_lifecycle_grammar(variant, case):
         for a, b in pairwise(evs):
             assert a.t_s <= b.t_s, f"job {jid}: events out of time order"
             # a preempted job is released after its grace period (sooner if its node fails)
-            released = b.t_s == a.t_s or (a.event == "preempt" and a.t_s < b.t_s <= a.t_s + run.grace_s + TOL)
+            released = b.t_s == a.t_s or (
+                a.event == "preempt" and a.t_s < b.t_s <= a.t_s + run.grace_s + TOL
+            )
             if b.event == "requeue":
                 assert released, f"job {jid}: requeued later than it was interrupted"
-                assert not (a.event == "preempt" and run.session_ends(jid)), f"job {jid}: a session requeued"
+                assert not (a.event == "preempt" and run.session_ends(jid)), (
+                    f"job {jid}: a session requeued"
+                )
             if b.event == "kill":
                 assert released and run.session_ends(jid), f"job {jid}: killed but not a session"
             if b.event == "resubmit":
-                assert close(b.t_s, a.t_s + run.resubmit_delay_s), f"job {jid}: resubmitted at {b.t_s}"
+                assert close(b.t_s, a.t_s + run.resubmit_delay_s), (
+                    f"job {jid}: resubmitted at {b.t_s}"
+                )
 
 
 @rule(max_examples=8)
@@ -674,7 +735,9 @@ def test_interrupted_attempts_keep_work_up_to_their_last_checkpoint(variant, cas
                 continue
             ckpt = run.rows[jid].checkpoint_s
             if a.end.event == "preempt" and run.rows[jid].kind == "interactive":
-                ckpt = {"end": math.inf, "restore": 0.0}.get(run.sessions, ckpt)  # a session: gone, or saved whole
+                ckpt = {"end": math.inf, "restore": 0.0}.get(
+                    run.sessions, ckpt
+                )  # a session: gone, or saved whole
             done = max(0.0, a.length_s - a.start.overhead_s)
             lost = a.end.lost_s
             kept = done - lost
@@ -696,7 +759,9 @@ def test_only_restarts_pay_the_restart_overhead(variant, case):
     """(Every start, the first included, also pays the start-up time.)"""
     run = run_of(variant, case)
     for jid, atts in run.attempts.items():
-        assert atts[0].start.overhead_s == run.startup_s, f"{jid}: a first attempt pays only the start-up"
+        assert atts[0].start.overhead_s == run.startup_s, (
+            f"{jid}: a first attempt pays only the start-up"
+        )
         for a in atts[1:]:
             assert a.start.overhead_s == run.overhead_s + run.startup_s, (
                 f"{jid}: a restart pays the configured overhead"
@@ -722,8 +787,11 @@ def test_protected_jobs_are_never_preempted(variant, case):
             assert a.length_s >= run.contract_of(a.start) - slack, (
                 f"{jid} preempted inside its contract: {a}"
             )
-            if policy == "impactful" and not run.borrows(a.start) and not run.drained(a.start) and (
-                run.funded[jid] or knobs.get("protect_unallocated", False)
+            if (
+                policy == "impactful"
+                and not run.borrows(a.start)
+                and not run.drained(a.start)
+                and (run.funded[jid] or knobs.get("protect_unallocated", False))
             ):
                 assert a.length_s >= min(row.min_runtime_s, cap_s) - slack, (
                     f"{jid} preempted while protected"
@@ -735,7 +803,7 @@ def test_protected_jobs_are_never_preempted(variant, case):
 )  # legacy has no budgets; fifo, fairshare never preempt
 def test_unallocated_job_never_preempts_anyone(variant, case):
     run = run_of(variant, case)
-    for e, victim, by in run.preemptions():
+    for _event, victim, by in run.preemptions():
         assert run.funded[by.job_id], f"unallocated {by.job_id} preempted {victim.job_id}"
 
 
@@ -750,8 +818,10 @@ def test_starts_are_left_unprotected_only_for_a_funded_gang_waiting_to_start(var
             pending.discard(e.job_id)
         if e.event == "start" and e.detail:
             assert run.drains and run.drained(e), f"{e}: unexpected start note"
-            holder = e.detail[len(DRAIN_NOTE):]
-            assert holder in pending and run.funded[holder] and run.rows[holder].gpus > run.per, f"{e}"
+            holder = e.detail[len(DRAIN_NOTE) :]
+            assert holder in pending and run.funded[holder] and run.rows[holder].gpus > run.per, (
+                f"{e}"
+            )
             assert run.contract_s[e.job_id] > 0, f"{e}: noted, yet it has no contract to lose"
 
 
@@ -772,7 +842,11 @@ def test_impactful_never_breaks_up_a_funded_job_larger_than_the_ratio_allows(var
     for e, victim, by in run.preemptions():
         # (borrowers of the reserve yield to debug work, and unprotected work on nodes draining
         # for a gang to the gang, whatever their size)
-        if run.funded[victim.job_id] and not run.lent(e, by.job_id) and not run.reclaimed(e, by.job_id):
+        if (
+            run.funded[victim.job_id]
+            and not run.lent(e, by.job_id)
+            and not run.reclaimed(e, by.job_id)
+        ):
             held = held_gpus(by.gpus, run.per)
             assert e.gpus <= ratio * held, (
                 f"{by.job_id} ({held} GPUs) broke up {victim.job_id}: {e}"
@@ -799,9 +873,15 @@ def test_fifo_and_fairshare_never_preempt(variant, case):
 def test_every_preemption_starts_the_job_it_made_room_for(variant, case):
     run = run_of(variant, case)
     for e, victim, by in run.preemptions():  # (once the victim's grace period is over)
-        if e.t_s + run.grace_s >= run.horizon_s:  # the start would fall at or after the end of the run
+        if (
+            e.t_s + run.grace_s >= run.horizon_s
+        ):  # the start would fall at or after the end of the run
             continue
-        starts = [s for s in run.by_job[by.job_id] if s.event == "start" and e.t_s <= s.t_s <= e.t_s + run.grace_s]
+        starts = [
+            s
+            for s in run.by_job[by.job_id]
+            if s.event == "start" and e.t_s <= s.t_s <= e.t_s + run.grace_s
+        ]
         assert starts, (
             f"{victim.job_id} was preempted for {by.job_id}, which did not start at t={e.t_s}"
         )
@@ -827,7 +907,9 @@ def test_no_pending_job_fits_at_the_end_of_an_instant(variant, case):
         if not run.passes_at(t) or in_grace(t):  # (GPUs in grace look free in the log)
             continue
         waiting = sorted(pending, key=lambda j: (run.rows[j].submit_s, j))
-        if run.reserves and (run.policy != "fairshare" or any(run.place(free, j) is None for j in waiting)):
+        if run.reserves and (
+            run.policy != "fairshare" or any(run.place(free, j) is None for j in waiting)
+        ):
             continue  # a blocked job may hold a reservation that keeps the others waiting
         for jid in waiting[:1] if fifo else waiting:
             placed = run.place(free, jid)
@@ -898,4 +980,6 @@ def test_same_config_and_seed_give_an_identical_event_log(variant, case, key):
     )
     # A fresh run against the one the other rules replayed (built earlier in this process).
     config = generated_config(policy, knobs, key)
-    pd.testing.assert_frame_equal(simulate(config).events, generated_run(policy, knobs, key).result.events)
+    pd.testing.assert_frame_equal(
+        simulate(config).events, generated_run(policy, knobs, key).result.events
+    )

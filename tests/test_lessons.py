@@ -1,4 +1,4 @@
-"""impactlab.lessons: the helpers behind the workshop notebooks."""
+"""impactlab.notebook.lessons: the helpers behind the workshop notebooks."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 from helpers import TREE_SPEC
 
-from impactlab import BudgetTree, SimConfig, compare, lessons, metrics_frame
+from impactlab import BudgetTree, SimConfig, compare, metrics_frame
+from impactlab.notebook import lessons
 
 DAY_S = 86_400.0
 
@@ -23,15 +24,28 @@ def runs():
 
 def trace_of(rows: list[tuple[str, float, str, str]]) -> pd.DataFrame:
     """A tiny trace: (job_id, submit day, project, kind)."""
-    return pd.DataFrame({
-        "job_id": [r[0] for r in rows], "submit_s": [r[1] * DAY_S for r in rows],
-        "project": [r[2] for r in rows], "kind": [r[3] for r in rows],
-        "gpus": 1, "duration_s": 7200.0, "min_runtime_s": 1800.0,
-    })
+    return pd.DataFrame(
+        {
+            "job_id": [r[0] for r in rows],
+            "submit_s": [r[1] * DAY_S for r in rows],
+            "project": [r[2] for r in rows],
+            "kind": [r[3] for r in rows],
+            "gpus": 1,
+            "duration_s": 7200.0,
+            "min_runtime_s": 1800.0,
+        }
+    )
 
 
-TRACE = trace_of([("a", 0.5, "p1", "training"), ("b", 1.5, "p1", "interactive"), ("c", 1.5, "p2", "debug"),
-                  ("d", 2.5, "p1", "training"), ("e", 2.0, "", "other")])
+TRACE = trace_of(
+    [
+        ("a", 0.5, "p1", "training"),
+        ("b", 1.5, "p1", "interactive"),
+        ("c", 1.5, "p2", "debug"),
+        ("d", 2.5, "p1", "training"),
+        ("e", 2.0, "", "other"),
+    ]
+)
 
 
 def test_tree_table_lists_every_node_with_its_entitled_fraction():
@@ -53,10 +67,14 @@ def test_budget_table_is_the_budgets_in_long_form(runs):
     assert set(table["measure"]) == {"entitled", "owed", "delivered"}
     assert table["run"].unique().tolist() == [r.run for r in runs]
     for r in runs:
-        mine = table[table["run"] == r.run].pivot(index="node", columns="measure", values="gpu_hours")
+        mine = table[table["run"] == r.run].pivot(
+            index="node", columns="measure", values="gpu_hours"
+        )
         budgets = r.budgets.set_index("node")
         assert mine["owed"].to_dict() == pytest.approx((budgets["owed_gpu_s"] / 3600).to_dict())
-        assert mine["delivered"].to_dict() == pytest.approx((budgets["delivered_gpu_s"] / 3600).to_dict())
+        assert mine["delivered"].to_dict() == pytest.approx(
+            (budgets["delivered_gpu_s"] / 3600).to_dict()
+        )
     assert set(table["level"]) == {"root", "program", "project"}
     leaves = {runs[0].tree.names[i] for i in runs[0].tree.leaves}
     assert set(table.loc[table["level"] == "project", "node"]) == leaves
@@ -89,14 +107,17 @@ def test_burst_copies_the_project_jobs_in_the_window():
     assert lessons.burst(TRACE, "p1", copies=1).equals(in_order)
 
 
-@pytest.mark.parametrize("call", [
-    lambda: lessons.idle(TRACE, "nobody", 0, 1),
-    lambda: lessons.idle(TRACE, "p1", 2, 1),
-    lambda: lessons.burst(TRACE, "p1", copies=0),
-    lambda: lessons.burst(TRACE, "p1", copies=1.5),
-    lambda: lessons.ask_protection(TRACE, ["pretrain"]),
-    lambda: lessons.ask_protection(TRACE, hours=-1),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: lessons.idle(TRACE, "nobody", 0, 1),
+        lambda: lessons.idle(TRACE, "p1", 2, 1),
+        lambda: lessons.burst(TRACE, "p1", copies=0),
+        lambda: lessons.burst(TRACE, "p1", copies=1.5),
+        lambda: lessons.ask_protection(TRACE, ["pretrain"]),
+        lambda: lessons.ask_protection(TRACE, hours=-1),
+    ],
+)
 def test_trace_helpers_refuse_what_they_cannot_do(call):
     with pytest.raises(ValueError):
         call()
@@ -124,9 +145,17 @@ def test_ask_protection_trace_replays_and_the_cap_still_applies():
 
 def test_metric_chart_draws_lines_over_a_knob_and_bars_over_runs(runs):
     frame = metrics_frame(runs)
-    lines = lessons.metric_chart(frame, "cap_hours", {"impact": "impact", "preemptions": "preemptions"},
-                                 log_x=True, title="caps").to_dict()
-    assert lines["title"] == "caps" and [p["title"] for p in lines["concat"]] == ["impact", "preemptions"]
+    lines = lessons.metric_chart(
+        frame,
+        "cap_hours",
+        {"impact": "impact", "preemptions": "preemptions"},
+        log_x=True,
+        title="caps",
+    ).to_dict()
+    assert lines["title"] == "caps" and [p["title"] for p in lines["concat"]] == [
+        "impact",
+        "preemptions",
+    ]
     panel = lines["concat"][0]
     assert {layer["mark"]["type"] for layer in panel["layer"]} == {"line", "point"}
     x = panel["layer"][0]["encoding"]["x"]
@@ -141,9 +170,17 @@ def test_metric_chart_draws_lines_over_a_knob_and_bars_over_runs(runs):
 
 def test_a_metric_spanning_orders_of_magnitude_gets_a_log_axis():
     """02's ablation: debug p90 of 57 s, 499 s and 1,470 s beside legacy's 16,654 s."""
-    frame = pd.DataFrame({"run": ["a", "b", "c", "d"], "policy": ["impactful"] * 3 + ["legacy"],
-                          "wait": [57.0, 499.0, 1470.0, 16654.0], "impact": [0.97, 0.98, 0.98, 0.44]})
-    chart = lessons.metric_chart(frame, "run", {"wait": "debug p90 wait (s)", "impact": "impact"}).to_dict()
+    frame = pd.DataFrame(
+        {
+            "run": ["a", "b", "c", "d"],
+            "policy": ["impactful"] * 3 + ["legacy"],
+            "wait": [57.0, 499.0, 1470.0, 16654.0],
+            "impact": [0.97, 0.98, 0.98, 0.44],
+        }
+    )
+    chart = lessons.metric_chart(
+        frame, "run", {"wait": "debug p90 wait (s)", "impact": "impact"}
+    ).to_dict()
     wait, impact = (panel["layer"][0]["encoding"]["x"] for panel in chart["concat"])
     assert wait["scale"]["type"] == "log" and wait["title"] == "debug p90 wait (s) (log scale)"
     assert impact["scale"].get("type") is None  # 0.44-0.98: linear, from zero
@@ -155,5 +192,7 @@ def test_metric_chart_names_missing_columns(runs):
 
 
 def test_metric_chart_takes_missing_values():
-    frame = pd.DataFrame({"run": ["a", "b"], "policy": ["x", "y"], "k": [1.0, 2.0], "m": [math.nan, 1.0]})
+    frame = pd.DataFrame(
+        {"run": ["a", "b"], "policy": ["x", "y"], "k": [1.0, 2.0], "m": [math.nan, 1.0]}
+    )
     assert lessons.metric_chart(frame, "k", ["m"]).to_dict()["concat"][0]["title"] == "m"

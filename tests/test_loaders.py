@@ -12,74 +12,130 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from impactlab import TraceError, load_trace
-from impactlab.traces import FORMATS, detect_format, load, projects_from_users
+from impactlab.inputs.traces import FORMATS, detect_format, load, projects_from_users
 
 FIXTURES = Path(__file__).parent / "fixtures"
 COLS = ["job_id", "submit_s", "user", "project", "gpus", "duration_s", "kind"]
 
 #: fixture -> (format, expected rows of COLS, expected skip reasons)
 EXPECTED = {
-    "philly_derived.csv": ("philly", [
-        ("philly-2", 0, "unknown", "ee9e8c", 8, 74, "eval"),
-        ("philly-3", 51, "unknown", "ee9e8c", 8, 204342, "training"),
-        ("philly-6", 501, "unknown", "2f3a1b", 1, 1200, "eval"),
-        ("philly-7", 701, "unknown", "b436b2", 64, 90000, "pretrain"),
-    ], {"no GPUs (CPU-only job)": 1, "zero runtime (never ran)": 1}),
-    "philly_cluster_job_log.json": ("philly-json", [
-        # two attempts: 74 s + 2 d 5 h 39 min 42 s
-        ("application_1506638472019_14199", 0, "ce2f4c", "ee9e8c", 8, 74 + 193182, "training"),
-        ("application_1506638472019_14201", 1041, "a1b2c3", "2f3a1b", 1, 300, "debug"),
-        ("application_1506638472019_14202", 2301, "d4e5f6", "b436b2", 16, 43200, "training"),
-    ], {"never started (no attempts)": 1, "unfinished (running at the snapshot)": 1,
-        "attempt without start or end time (logging error)": 1}),
-    "helios_cluster_log.csv": ("helios", [
-        ("1425511", 0, "uXBbc", "vcJkd", 1, 36848, "other"),
-        ("1425512", 26, "uVMrF", "vchbv", 4, 249, "debug"),
-        ("1425513", 27, "uzqls", "vcpDC", 1, 675233, "other"),
-        ("1425515", 539, "uXBbc", "vcJkd", 16, 43200, "training"),
-        ("1425517", 1739, "uVMrF", "vchbv", 2, 1200, "debug"),
-    ], {"unfinished or unknown state RUNNING": 1, "never started": 1, "no GPUs (CPU-only job)": 1}),
-    "acme_trace_seren.csv": ("acme", [
-        ("5778432", 0, "u5907", None, 8, 117, "other"),
-        ("5778469", 336, "u5907", None, 8, 2693, "other"),
-        ("5778500", 2498, "u1234", None, 256, 172800, "pretrain"),
-        ("5778501", 6098, "u2222", None, 1, 300, "eval"),
-        ("5778503", 9698, "u3333", None, 16, 21600, "training"),  # SFT
-        ("5778504", 13298, "u3333", None, 4, 7200, "training"),  # MLLM
-        ("5778505", 16898, "u5907", None, 1, 60, "debug"),  # +00:00 zone: 01:00 +08:00
-        ("5778506", 20498, "u1234", None, 8, 3600, "other"),  # unknown type Rollout
-    ], {"no GPUs (CPU-only job)": 1}),
-    "acme_trace_kalos.csv": ("acme", [
-        ("dlctk696s0jbvitv", 0, "uf794", None, 64, 8, "other"),
-        ("dlc1t2ypl09b8qtp", 1664, "uf794", None, 64, 70, "other"),
-        ("dlc9pretrain0001", 3542, "u0a11", None, 1024, 259200, "pretrain"),
-        ("dlc9eval00000001", 7142, "u0a11", None, 1, 600, "eval"),
-    ], {"unfinished or unknown state PENDING": 1}),
-    "pai2020": ("pai2020", [
-        ("a4b9c6a81f5b9a7d1ae8b7e1", 0, "58540f191766", None, 1, 520, "eval"),  # 50% GPU -> 1
-        ("4f057009a5d481acec67b088", 21, "58540f191766", None, 2, 9045, "other"),  # ps 0 + 2 x 100%
-        ("b1c2d3e4f5a6b7c8d9e0f1a2", 121, "9d8c7b6a5f4e", None, 8, 80, "debug"),
-    ], {"unfinished or unknown status Running": 1, "no task rows for the job": 1, "no GPUs (CPU-only job)": 1}),
-    "spot_job_info_df.csv": ("spot2026", [
-        ("239255", 0, "org13", "org13", 1, 2764799, "other"),
-        ("253689", 0, "org13", "org13", 1, 15897599, "other"),
-        ("437260", 9589663, "org57", "", 16, 41060, "training"),
-        ("437261", 9589663, "org57", "", 94, 71718, "pretrain"),
-        ("437262", 9590000, "org57", "", 2, 600, "eval"),  # 0.5 GPU x 2 workers -> 1 x 2
-    ], {"no GPUs (CPU-only job)": 1}),
-    "sacct_parsable2.txt": ("slurm", [
-        ("1001", 0, "alice", "nlp", 8, 43200, "training"),
-        ("1002", 1800, "bob", "vision", 1, 14400, "interactive"),  # bash; typed gres/gpu:a100=1
-        ("1003_1", 3600, "carol", "nlp", 2, 600, "eval"),
-        ("1003_2", 3600, "carol", "nlp", 1, 180, "debug"),  # Elapsed MM:SS, FAILED
-        ("1008", 12600, "erin", "nlp", 64, 180000, "pretrain"),  # Elapsed 2-02:00:00
-    ], {"job step (not a job)": 2, "unfinished or unknown state PENDING": 1,
-        "unfinished or unknown state RUNNING": 1, "never started": 1, "no GPUs (CPU-only job)": 1}),
-    "generic_trace.csv": ("generic", [
-        ("j1", 0, "ann", "p1", 1, 600, "debug"),
-        ("j2", 30.5, "bob", "", 8, 36000, "training"),
-        ("j4", 90, "cy", "p2", 64, 259200, "pretrain"),
-    ], {"no GPUs (CPU-only job)": 1}),
+    "philly_derived.csv": (
+        "philly",
+        [
+            ("philly-2", 0, "unknown", "ee9e8c", 8, 74, "eval"),
+            ("philly-3", 51, "unknown", "ee9e8c", 8, 204342, "training"),
+            ("philly-6", 501, "unknown", "2f3a1b", 1, 1200, "eval"),
+            ("philly-7", 701, "unknown", "b436b2", 64, 90000, "pretrain"),
+        ],
+        {"no GPUs (CPU-only job)": 1, "zero runtime (never ran)": 1},
+    ),
+    "philly_cluster_job_log.json": (
+        "philly-json",
+        [
+            # two attempts: 74 s + 2 d 5 h 39 min 42 s
+            ("application_1506638472019_14199", 0, "ce2f4c", "ee9e8c", 8, 74 + 193182, "training"),
+            ("application_1506638472019_14201", 1041, "a1b2c3", "2f3a1b", 1, 300, "debug"),
+            ("application_1506638472019_14202", 2301, "d4e5f6", "b436b2", 16, 43200, "training"),
+        ],
+        {
+            "never started (no attempts)": 1,
+            "unfinished (running at the snapshot)": 1,
+            "attempt without start or end time (logging error)": 1,
+        },
+    ),
+    "helios_cluster_log.csv": (
+        "helios",
+        [
+            ("1425511", 0, "uXBbc", "vcJkd", 1, 36848, "other"),
+            ("1425512", 26, "uVMrF", "vchbv", 4, 249, "debug"),
+            ("1425513", 27, "uzqls", "vcpDC", 1, 675233, "other"),
+            ("1425515", 539, "uXBbc", "vcJkd", 16, 43200, "training"),
+            ("1425517", 1739, "uVMrF", "vchbv", 2, 1200, "debug"),
+        ],
+        {"unfinished or unknown state RUNNING": 1, "never started": 1, "no GPUs (CPU-only job)": 1},
+    ),
+    "acme_trace_seren.csv": (
+        "acme",
+        [
+            ("5778432", 0, "u5907", None, 8, 117, "other"),
+            ("5778469", 336, "u5907", None, 8, 2693, "other"),
+            ("5778500", 2498, "u1234", None, 256, 172800, "pretrain"),
+            ("5778501", 6098, "u2222", None, 1, 300, "eval"),
+            ("5778503", 9698, "u3333", None, 16, 21600, "training"),  # SFT
+            ("5778504", 13298, "u3333", None, 4, 7200, "training"),  # MLLM
+            ("5778505", 16898, "u5907", None, 1, 60, "debug"),  # +00:00 zone: 01:00 +08:00
+            ("5778506", 20498, "u1234", None, 8, 3600, "other"),  # unknown type Rollout
+        ],
+        {"no GPUs (CPU-only job)": 1},
+    ),
+    "acme_trace_kalos.csv": (
+        "acme",
+        [
+            ("dlctk696s0jbvitv", 0, "uf794", None, 64, 8, "other"),
+            ("dlc1t2ypl09b8qtp", 1664, "uf794", None, 64, 70, "other"),
+            ("dlc9pretrain0001", 3542, "u0a11", None, 1024, 259200, "pretrain"),
+            ("dlc9eval00000001", 7142, "u0a11", None, 1, 600, "eval"),
+        ],
+        {"unfinished or unknown state PENDING": 1},
+    ),
+    "pai2020": (
+        "pai2020",
+        [
+            ("a4b9c6a81f5b9a7d1ae8b7e1", 0, "58540f191766", None, 1, 520, "eval"),  # 50% GPU -> 1
+            (
+                "4f057009a5d481acec67b088",
+                21,
+                "58540f191766",
+                None,
+                2,
+                9045,
+                "other",
+            ),  # ps 0 + 2 x 100%
+            ("b1c2d3e4f5a6b7c8d9e0f1a2", 121, "9d8c7b6a5f4e", None, 8, 80, "debug"),
+        ],
+        {
+            "unfinished or unknown status Running": 1,
+            "no task rows for the job": 1,
+            "no GPUs (CPU-only job)": 1,
+        },
+    ),
+    "spot_job_info_df.csv": (
+        "spot2026",
+        [
+            ("239255", 0, "org13", "org13", 1, 2764799, "other"),
+            ("253689", 0, "org13", "org13", 1, 15897599, "other"),
+            ("437260", 9589663, "org57", "", 16, 41060, "training"),
+            ("437261", 9589663, "org57", "", 94, 71718, "pretrain"),
+            ("437262", 9590000, "org57", "", 2, 600, "eval"),  # 0.5 GPU x 2 workers -> 1 x 2
+        ],
+        {"no GPUs (CPU-only job)": 1},
+    ),
+    "sacct_parsable2.txt": (
+        "slurm",
+        [
+            ("1001", 0, "alice", "nlp", 8, 43200, "training"),
+            ("1002", 1800, "bob", "vision", 1, 14400, "interactive"),  # bash; typed gres/gpu:a100=1
+            ("1003_1", 3600, "carol", "nlp", 2, 600, "eval"),
+            ("1003_2", 3600, "carol", "nlp", 1, 180, "debug"),  # Elapsed MM:SS, FAILED
+            ("1008", 12600, "erin", "nlp", 64, 180000, "pretrain"),  # Elapsed 2-02:00:00
+        ],
+        {
+            "job step (not a job)": 2,
+            "unfinished or unknown state PENDING": 1,
+            "unfinished or unknown state RUNNING": 1,
+            "never started": 1,
+            "no GPUs (CPU-only job)": 1,
+        },
+    ),
+    "generic_trace.csv": (
+        "generic",
+        [
+            ("j1", 0, "ann", "p1", 1, 600, "debug"),
+            ("j2", 30.5, "bob", "", 8, 36000, "training"),
+            ("j4", 90, "cy", "p2", 64, 259200, "pretrain"),
+        ],
+        {"no GPUs (CPU-only job)": 1},
+    ),
 }
 
 
@@ -102,7 +158,9 @@ def test_fixture_maps_row_by_row(fixture):
     trace = load_trace(FIXTURES / fixture)
     report = trace.attrs["load_report"]
     assert report["format"] == fmt and report["skipped"] == skipped
-    assert report["rows"] == report["jobs"] + sum(report["skipped"].values())  # nothing dropped silently
+    assert report["rows"] == report["jobs"] + sum(
+        report["skipped"].values()
+    )  # nothing dropped silently
     got = list(trace[COLS].itertuples(index=False, name=None))
     assert len(got) == len(rows)
     for have, want in zip(got, rows):
@@ -183,8 +241,11 @@ def test_sniffed_delimiter_reads_semicolons(tmp_path):
 
 
 def test_philly_csv_accepts_datetimes(tmp_path):
-    path = write(tmp_path, "timestamp,duration,num_gpus,cluster\n2017-10-07 01:00:00,60,1,a\n"
-                           "2017-10-07 01:01:00,60,2,b\n")
+    path = write(
+        tmp_path,
+        "timestamp,duration,num_gpus,cluster\n2017-10-07 01:00:00,60,1,a\n"
+        "2017-10-07 01:01:00,60,2,b\n",
+    )
     assert list(load_trace(path)["submit_s"]) == [0.0, 60.0]
 
 
@@ -195,7 +256,9 @@ def test_empty_file(tmp_path):
 
 
 def test_header_without_rows(tmp_path):
-    assert "no rows" in str(error(write(tmp_path, "job_id,submit_s,gpus,duration_s\n"), format="generic"))
+    assert "no rows" in str(
+        error(write(tmp_path, "job_id,submit_s,gpus,duration_s\n"), format="generic")
+    )
 
 
 def test_wrong_delimiter_in_a_row(tmp_path):
@@ -203,8 +266,15 @@ def test_wrong_delimiter_in_a_row(tmp_path):
     assert err.row == 3 and "';'" in err.problem
 
 
-@pytest.mark.parametrize("fixture, column", [("helios_cluster_log.csv", "vc"), ("sacct_parsable2.txt", "AllocTRES"),
-                                             ("acme_trace_seren.csv", "type"), ("spot_job_info_df.csv", "job_type")])
+@pytest.mark.parametrize(
+    "fixture, column",
+    [
+        ("helios_cluster_log.csv", "vc"),
+        ("sacct_parsable2.txt", "AllocTRES"),
+        ("acme_trace_seren.csv", "type"),
+        ("spot_job_info_df.csv", "job_type"),
+    ],
+)
 def test_missing_column(tmp_path, fixture, column):
     frame = pd.read_csv(FIXTURES / fixture, sep=None, engine="python", dtype=str)
     path = tmp_path / fixture
@@ -214,7 +284,11 @@ def test_missing_column(tmp_path, fixture, column):
 
 
 def test_mixed_time_zones(tmp_path):
-    text = (FIXTURES / "acme_trace_seren.csv").read_text().replace("2023-03-01 02:00:00+08:00", "2023-03-01 02:00:00")
+    text = (
+        (FIXTURES / "acme_trace_seren.csv")
+        .read_text()
+        .replace("2023-03-01 02:00:00+08:00", "2023-03-01 02:00:00")
+    )
     err = error(write(tmp_path, text))
     assert (err.row, err.column) == (5, "submit_time") and "zone" in err.problem
 
@@ -226,8 +300,13 @@ def test_duplicate_ids(tmp_path):
 
 
 def test_negative_duration(tmp_path):
-    text = (FIXTURES / "helios_cluster_log.csv").read_text().replace(
-        "2020-06-09 18:41:27,2020-06-09 18:45:36", "2020-06-09 18:45:36,2020-06-09 18:41:27")
+    text = (
+        (FIXTURES / "helios_cluster_log.csv")
+        .read_text()
+        .replace(
+            "2020-06-09 18:41:27,2020-06-09 18:45:36", "2020-06-09 18:45:36,2020-06-09 18:41:27"
+        )
+    )
     err = error(write(tmp_path, text))
     assert (err.row, err.column) == (3, "end_time") and "before it starts" in err.problem
     err = error(write(tmp_path, "timestamp,duration,num_gpus,cluster\n0,10,1,a\n5,-3,1,a\n"))
@@ -244,13 +323,19 @@ def test_job_larger_than_the_target_cluster(tmp_path):
     err = error(FIXTURES / "sacct_parsable2.txt", max_gpus=32)
     assert (err.row, err.column) == (12, "gpus") and "larger" in err.problem
     trace = load_trace(FIXTURES / "sacct_parsable2.txt", max_gpus=32, oversize="skip")
-    assert trace.attrs["load_report"]["skipped"]["job larger than the target cluster (32 GPUs)"] == 1
+    assert (
+        trace.attrs["load_report"]["skipped"]["job larger than the target cluster (32 GPUs)"] == 1
+    )
     err = error(FIXTURES / "generic_trace.csv", max_gpus=16)
     assert (err.row, err.column) == (5, "gpus")
 
 
 def test_unparseable_time_is_an_error_or_a_reported_skip(tmp_path):
-    text = (FIXTURES / "helios_cluster_log.csv").read_text().replace("2020-06-09 18:41:28,2020", "yesterday,2020")
+    text = (
+        (FIXTURES / "helios_cluster_log.csv")
+        .read_text()
+        .replace("2020-06-09 18:41:28,2020", "yesterday,2020")
+    )
     err = error(write(tmp_path, text))
     assert (err.row, err.column) == (4, "submit_time") and "not a time" in err.problem
     trace = load_trace(tmp_path / "trace.csv", on_bad="skip")
@@ -258,10 +343,14 @@ def test_unparseable_time_is_an_error_or_a_reported_skip(tmp_path):
 
 
 def test_unclosed_quote_and_ragged_rows(tmp_path):
-    assert "quote" in str(error(write(tmp_path, 'job_id,submit_s,gpus,duration_s\na,0,1,5\n"b,1,1,5\nc,2,1,5\n')))
+    assert "quote" in str(
+        error(write(tmp_path, 'job_id,submit_s,gpus,duration_s\na,0,1,5\n"b,1,1,5\nc,2,1,5\n'))
+    )
     err = error(write(tmp_path, "job_id,submit_s,gpus,duration_s\na,0,1,5\nb,1,1,5,9\n"))
     assert err.row == 3
-    assert "more fields" in str(error(write(tmp_path, "job_id,submit_s,gpus,duration_s\na,0,1,5,9\n")))
+    assert "more fields" in str(
+        error(write(tmp_path, "job_id,submit_s,gpus,duration_s\na,0,1,5,9\n"))
+    )
 
 
 def test_unknown_format_lists_the_columns(tmp_path):
@@ -275,18 +364,56 @@ def test_missing_file(tmp_path):
 
 # ----- property: malformed input raises only TraceError, never truncates ----------------------
 CELLS = st.one_of(
-    st.sampled_from(["a", "b", "0", "1", "8", "-1", "1e400", "nan", "", " ", '"', "x,y", "3.5",
-                     "2020-01-01 00:00:00", "2020-01-01T00:00:00+08:00", "inf", "true", "|", ";", "é"]),
-    st.text(st.characters(blacklist_characters="\n\r", blacklist_categories=("Cs",)), max_size=5))
-HEADERS = st.sampled_from([
-    "job_id,submit_s,gpus,duration_s", "job_id,submit_s,gpus,duration_s,kind,preemptible",
-    "timestamp,duration,num_gpus,cluster", "job_id,user,vc,gpu_num,state,submit_time,start_time,end_time",
-    "job_id,submit_s,gpus", "job_id,job_id,gpus,duration_s", "", "a;b;c"])
+    st.sampled_from(
+        [
+            "a",
+            "b",
+            "0",
+            "1",
+            "8",
+            "-1",
+            "1e400",
+            "nan",
+            "",
+            " ",
+            '"',
+            "x,y",
+            "3.5",
+            "2020-01-01 00:00:00",
+            "2020-01-01T00:00:00+08:00",
+            "inf",
+            "true",
+            "|",
+            ";",
+            "é",
+        ]
+    ),
+    st.text(st.characters(blacklist_characters="\n\r", blacklist_categories=("Cs",)), max_size=5),
+)
+HEADERS = st.sampled_from(
+    [
+        "job_id,submit_s,gpus,duration_s",
+        "job_id,submit_s,gpus,duration_s,kind,preemptible",
+        "timestamp,duration,num_gpus,cluster",
+        "job_id,user,vc,gpu_num,state,submit_time,start_time,end_time",
+        "job_id,submit_s,gpus",
+        "job_id,job_id,gpus,duration_s",
+        "",
+        "a;b;c",
+    ]
+)
 
 
-@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(header=HEADERS, body=st.lists(st.lists(CELLS, min_size=0, max_size=9).map(",".join), max_size=8),
-       on_bad=st.sampled_from(["error", "skip"]))
+@settings(
+    max_examples=examples(300),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    header=HEADERS,
+    body=st.lists(st.lists(CELLS, min_size=0, max_size=9).map(",".join), max_size=8),
+    on_bad=st.sampled_from(["error", "skip"]),
+)
 def test_malformed_csv_raises_only_trace_error_and_never_truncates(tmp_path, header, body, on_bad):
     path = write(tmp_path, "\n".join([header, *body]) + "\n", "fuzz.csv")
     try:
@@ -295,7 +422,9 @@ def test_malformed_csv_raises_only_trace_error_and_never_truncates(tmp_path, hea
         return
     report = trace.attrs["load_report"]
     assert report["rows"] == len(body)
-    assert report["jobs"] == len(trace) and report["rows"] == report["jobs"] + sum(report["skipped"].values())
+    assert report["jobs"] == len(trace) and report["rows"] == report["jobs"] + sum(
+        report["skipped"].values()
+    )
 
 
 def test_every_loader_is_reachable_through_load():

@@ -12,9 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from impactlab import REGISTRY, BudgetTree, validate_trace
-from impactlab.cluster import nodes_needed
-from impactlab.events import Event, events_frame
-from impactlab.metrics import (
+from impactlab.analysis.metrics import (
     Window,
     attempts,
     clipped,
@@ -29,6 +27,8 @@ from impactlab.metrics import (
     size_bucket,
     summarise,
 )
+from impactlab.base.gangs import nodes_needed
+from impactlab.sim.events import Event, events_frame
 
 approx = pytest.approx
 
@@ -425,13 +425,21 @@ def test_cumcount_and_neighbour_rows_match_pandas_groupby(codes):
 
 def numbered(codes: np.ndarray) -> pd.DataFrame:
     """Each row's code, its position among its code's rows, and its row number."""
-    return pd.DataFrame({"code": codes, "k": pd.Series(codes).groupby(codes).cumcount(), "row": np.arange(len(codes))})
+    return pd.DataFrame(
+        {
+            "code": codes,
+            "k": pd.Series(codes).groupby(codes).cumcount(),
+            "row": np.arange(len(codes)),
+        }
+    )
 
 
 @settings(max_examples=examples(200), deadline=None)
 @given(left=codes_lists, right=codes_lists)
 def test_nth_match_pairs_the_kth_row_of_a_code_with_the_kth_as_a_merge_does(left, right):
-    merged = numbered(left).merge(numbered(right), on=["code", "k"], how="left", suffixes=("", "_right"))
+    merged = numbered(left).merge(
+        numbered(right), on=["code", "k"], how="left", suffixes=("", "_right")
+    )
     assert nth_match(left, right).tolist() == merged["row_right"].fillna(-1).astype(int).tolist()
 
 
@@ -440,11 +448,19 @@ def test_nth_match_pairs_the_kth_row_of_a_code_with_the_kth_as_a_merge_does(left
 def test_take_rows_in_place_is_fancy_indexing(steps, block, data):
     """Rows picked from themselves or later ones are taken in place; any other pick is a copy;
     both equal ``values[rows]``."""
-    from impactlab.metrics import take_rows
+    from impactlab.analysis.metrics import take_rows
 
     values = np.arange(len(steps) * 3, dtype=float).reshape(len(steps), 3)
-    rows = np.array(sorted(data.draw(st.lists(st.integers(0, max(len(steps) - 1, 0)), max_size=len(steps)))),
-                    dtype=int) if len(steps) else np.array([], dtype=int)
+    rows = (
+        np.array(
+            sorted(
+                data.draw(st.lists(st.integers(0, max(len(steps) - 1, 0)), max_size=len(steps)))
+            ),
+            dtype=int,
+        )
+        if len(steps)
+        else np.array([], dtype=int)
+    )
     want = values[rows]
     got = take_rows(values.copy(), rows, block)
     np.testing.assert_array_equal(got, want)

@@ -29,7 +29,9 @@ def source(cell: dict) -> str:
 
 
 def is_parameters(cell: dict) -> bool:
-    return source(cell).startswith(PARAMETERS) or "parameters" in cell.get("metadata", {}).get("tags", [])
+    return source(cell).startswith(PARAMETERS) or "parameters" in cell.get("metadata", {}).get(
+        "tags", []
+    )
 
 
 def test_there_are_notebooks():
@@ -40,15 +42,21 @@ def test_there_are_notebooks():
 def test_no_function_definitions_in_code_cells(path):
     for cell in code_cells(path):
         found = re.search(r"^\s*(async\s+)?def |^\s*class ", source(cell), re.MULTILINE)
-        assert not found, f"{path.name}: logic belongs in impactlab.lessons, not in a cell:\n{source(cell)}"
+        assert not found, (
+            f"{path.name}: logic belongs in impactlab.notebook.lessons, not in a cell:\n{source(cell)}"
+        )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_exactly_one_parameters_cell_and_it_comes_first(path):
     cells = code_cells(path)
     marked = [i for i, c in enumerate(cells) if is_parameters(c)]
-    assert marked == [0], f"{path.name}: parameters cells at code cells {marked}; want exactly the first"
-    assert source(cells[0]).startswith(PARAMETERS) and "parameters" in cells[0]["metadata"].get("tags", [])
+    assert marked == [0], (
+        f"{path.name}: parameters cells at code cells {marked}; want exactly the first"
+    )
+    assert source(cells[0]).startswith(PARAMETERS) and "parameters" in cells[0]["metadata"].get(
+        "tags", []
+    )
     assert 'os.environ.get("IMPACTLAB_FAST")' in source(cells[0]), f"{path.name}: no fast mode"
 
 
@@ -58,16 +66,22 @@ def test_every_stored_chart_has_a_picture_and_a_readable_title(path):
     for cell in code_cells(path):
         for output in cell.get("outputs", []):
             data = output.get("data", {})
-            if "application/vnd.jupyter.widget-view+json" in data and "<chart" in data.get("text/plain", "<chart"):
+            if "application/vnd.jupyter.widget-view+json" in data and "<chart" in data.get(
+                "text/plain", "<chart"
+            ):
                 assert data.get("image/png"), f"{path.name}: a chart stored without its picture"
-                assert "object at 0x" not in data["text/plain"], f"{path.name}: {data['text/plain']}"
+                assert "object at 0x" not in data["text/plain"], (
+                    f"{path.name}: {data['text/plain']}"
+                )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_small_and_stored_without_widget_state(path):
     assert path.stat().st_size < MAX_BYTES, f"{path.name}: {path.stat().st_size} bytes"
     metadata = json.loads(path.read_text())["metadata"]
-    assert "widgets" not in metadata, f"{path.name}: store with --NotebookClient.store_widget_state=False"
+    assert "widgets" not in metadata, (
+        f"{path.name}: store with --NotebookClient.store_widget_state=False"
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -75,7 +89,9 @@ def test_executed_top_to_bottom(path):
     counts = [c.get("execution_count") for c in code_cells(path)]
     assert all(isinstance(n, int) for n in counts), f"{path.name}: unexecuted code cells: {counts}"
     assert counts == sorted(counts), f"{path.name}: cells run out of order: {counts}"
-    errors = [o for c in code_cells(path) for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    errors = [
+        o for c in code_cells(path) for o in c.get("outputs", []) if o.get("output_type") == "error"
+    ]
     assert not errors, f"{path.name}: stored with an error: {errors[0].get('ename')}"
 
 
@@ -87,4 +103,6 @@ def test_starts_with_a_title_and_has_checked_numbers(path):
         return
     checked = [c for c in code_cells(path) if source(c).startswith("# NBVAL_CHECK_OUTPUT")]
     assert checked, f"{path.name}: no cell marked # NBVAL_CHECK_OUTPUT"
-    assert all(c.get("outputs") for c in checked), f"{path.name}: a checked cell has no stored output"
+    assert all(c.get("outputs") for c in checked), (
+        f"{path.name}: a checked cell has no stored output"
+    )

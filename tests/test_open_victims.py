@@ -79,8 +79,14 @@ def test_eligible_sizes_stop_at_the_largest_and_leave_out_the_reserve_if_asked()
 
 
 @settings(max_examples=examples(80), deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 5), st.sampled_from([1, 2, 8]), st.sampled_from([4, 5])),
-                min_size=1, max_size=30), st.data())
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 5), st.sampled_from([1, 2, 8]), st.sampled_from([4, 5])),
+        min_size=1,
+        max_size=30,
+    ),
+    st.data(),
+)
 def test_merged_streams_follow_start_then_job_descending(jobs, data):
     """Whatever the sizes and leaves, merging lists gives (start, job) descending, as sorting
     every open job would; removing jobs keeps it so."""
@@ -103,8 +109,13 @@ def test_merged_streams_follow_start_then_job_descending(jobs, data):
 
 
 @settings(max_examples=examples(80), deadline=None)
-@given(st.lists(st.tuples(st.sampled_from([1, 2, 8, 16]), st.booleans(), st.integers(0, 1)), max_size=12),
-       st.sampled_from([0.5, 1, 2, 4.0, 8, 16, 64]), st.booleans())
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([1, 2, 8, 16]), st.booleans(), st.integers(0, 1)), max_size=12
+    ),
+    st.sampled_from([0.5, 1, 2, 4.0, 8, 16, 64]),
+    st.booleans(),
+)
 def test_smallest_is_the_first_size_eligible_gives(jobs, largest, reserve_too):
     """The shortcut the fast failed search takes agrees with the list the walk uses, as jobs
     come and go."""
@@ -120,8 +131,17 @@ def test_smallest_is_the_first_size_eligible_gives(jobs, largest, reserve_too):
 
 
 @settings(max_examples=examples(80), deadline=None)
-@given(st.lists(st.tuples(st.sampled_from([1, 2, 8, 16]), st.sampled_from([4, 5]), st.sampled_from([0.0, 50.0]),
-                          st.booleans()), max_size=12))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([1, 2, 8, 16]),
+            st.sampled_from([4, 5]),
+            st.sampled_from([0.0, 50.0]),
+            st.booleans(),
+        ),
+        max_size=12,
+    )
+)
 def test_gpus_under_each_budget_node_sum_the_open_jobs_there(jobs):
     """``gpus`` (the relief bound of impactful's whole-node shortcut) is the sum of what the
     open jobs under each budget node hold, as jobs start, open when their protection ends, and
@@ -136,6 +156,9 @@ def test_gpus_under_each_budget_node_sum_the_open_jobs_there(jobs):
     for now in (10.0, 100.0):
         index.refresh(now, [False] * len(jobs))
         for node in (1, 4, 5):
-            want = sum(held for j, (held, leaf, protected_s, leave) in enumerate(jobs)
-                       if not leave and protected_s <= now and node in (1, leaf))
+            want = sum(
+                held
+                for j, (held, leaf, protected_s, leave) in enumerate(jobs)
+                if not leave and protected_s <= now and node in (1, leaf)
+            )
             assert index.gpus.get(node, 0) == want

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import impactlab as il
+from impactlab.base.files import OutputPathError, check_output_dir, check_output_file
 from impactlab.cli import main
-from impactlab.files import OutputPathError, check_output_dir, check_output_file
 
 UNWRITABLE = Path("/proc/impactlab-x")  # a pseudo-filesystem: nothing can be created there
 needs_proc = pytest.mark.skipif(not Path("/proc/self").exists(), reason="needs Linux /proc")
@@ -23,25 +23,35 @@ def bad_paths(tmp_path: Path) -> dict[str, Path]:
     """One path of each kind that cannot be a results folder."""
     a_file = tmp_path / "a-file"
     a_file.write_text("x")
-    paths = {"a file where a folder is expected": a_file, "under a file": a_file / "run",
-             "missing parent": tmp_path / "no" / "such" / "run"}
+    paths = {
+        "a file where a folder is expected": a_file,
+        "under a file": a_file / "run",
+        "missing parent": tmp_path / "no" / "such" / "run",
+    }
     if Path("/proc/self").exists():
         paths["unwritable"] = UNWRITABLE
     return paths
 
 
-@pytest.mark.parametrize("command", [
-    ["simulate", "--policy", "fifo", "--gpus", "8", "--days", "0.5"],
-    ["compare", "--policies", "fifo", "legacy", "--gpus", "8", "--days", "0.5"],
-    ["sweep", "--grid", "policy=fifo", "--gpus", "8", "--days", "0.5", "--backend", "serial"],
-])
-def test_every_command_refuses_a_bad_out_folder_in_one_line_before_running(command, tmp_path, capsys,
-                                                                           monkeypatch):
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["simulate", "--policy", "fifo", "--gpus", "8", "--days", "0.5"],
+        ["compare", "--policies", "fifo", "legacy", "--gpus", "8", "--days", "0.5"],
+        ["sweep", "--grid", "policy=fifo", "--gpus", "8", "--days", "0.5", "--backend", "serial"],
+    ],
+)
+def test_every_command_refuses_a_bad_out_folder_in_one_line_before_running(
+    command, tmp_path, capsys, monkeypatch
+):
     def no_run(*args, **kwargs):
         raise AssertionError("the run started before the output path was checked")
 
-    for module, name in (("impactlab.simulate", "simulate"), ("impactlab.simulate", "compare"),
-                         ("impactlab.sweep", "plan")):
+    for module, name in (
+        ("impactlab.runs.simulate", "simulate"),
+        ("impactlab.runs.simulate", "compare"),
+        ("impactlab.runs.sweep", "plan"),
+    ):
         monkeypatch.setattr(importlib.import_module(module), name, no_run)
     for what, path in bad_paths(tmp_path).items():
         assert main([*command, "--out", str(path)]) == 2, what
@@ -53,8 +63,11 @@ def test_every_command_refuses_a_bad_out_folder_in_one_line_before_running(comma
 def test_report_refuses_a_bad_output_file_before_rendering(tmp_path, capsys):
     source = tmp_path / "run"
     il.simulate(il.SimConfig(policy="fifo", gpus=8, days=0.5)).save(source)
-    cases = {"a folder": tmp_path, "missing parent": tmp_path / "no" / "r.html",
-             "under a file": source / "config.json" / "r.html"}
+    cases = {
+        "a folder": tmp_path,
+        "missing parent": tmp_path / "no" / "r.html",
+        "under a file": source / "config.json" / "r.html",
+    }
     if Path("/proc/self").exists():
         cases["unwritable"] = UNWRITABLE / "r.html"
     for what, path in cases.items():
@@ -66,7 +79,7 @@ def test_report_refuses_a_bad_output_file_before_rendering(tmp_path, capsys):
 
 def test_save_refuses_before_writing_anything(tmp_path):
     result = il.simulate(il.SimConfig(policy="fifo", gpus=8, days=0.5))
-    for what, path in bad_paths(tmp_path).items():
+    for path in bad_paths(tmp_path).values():
         with pytest.raises(OutputPathError, match=str(path)):
             result.save(path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
@@ -75,9 +88,15 @@ def test_save_refuses_before_writing_anything(tmp_path):
 
 
 def test_sweep_refuses_a_bad_out_before_planning(tmp_path):
-    for what, path in bad_paths(tmp_path).items():
+    for path in bad_paths(tmp_path).values():
         with pytest.raises(il.sweep.__globals__["SweepError"], match="out="):
-            il.sweep(il.SimConfig(gpus=8, days=0.5), {"policy": ["fifo"]}, backend="serial", progress=False, out=path)
+            il.sweep(
+                il.SimConfig(gpus=8, days=0.5),
+                {"policy": ["fifo"]},
+                backend="serial",
+                progress=False,
+                out=path,
+            )
 
 
 def test_the_checks_accept_what_can_be_written_and_create_nothing(tmp_path):
@@ -89,7 +108,9 @@ def test_the_checks_accept_what_can_be_written_and_create_nothing(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["old.html"]
 
 
-@pytest.mark.skipif(os.geteuid() == 0 if hasattr(os, "geteuid") else True, reason="root may write anywhere")
+@pytest.mark.skipif(
+    os.geteuid() == 0 if hasattr(os, "geteuid") else True, reason="root may write anywhere"
+)
 def test_a_read_only_folder_is_refused(tmp_path):
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o500)
@@ -98,14 +119,23 @@ def test_a_read_only_folder_is_refused(tmp_path):
 
 
 @needs_proc
-@pytest.mark.parametrize("argv", [["simulate", "--policy", "impactful", "--out", str(UNWRITABLE)],
-                                  ["sweep", "--out", str(UNWRITABLE)],
-                                  ["report", ".", "-o", str(UNWRITABLE / "r.html")]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["simulate", "--policy", "impactful", "--out", str(UNWRITABLE)],
+        ["sweep", "--out", str(UNWRITABLE)],
+        ["report", ".", "-o", str(UNWRITABLE / "r.html")],
+    ],
+)
 def test_a_bad_output_path_is_answered_before_the_heavy_modules_load(argv):
     """What makes the answer fast (about 0.3 s for the whole process here, against about 1 s to
     import pandas and the simulator): the check runs before pandas is imported at all."""
-    script = ("import sys\nfrom impactlab.cli import main\ncode = main(sys.argv[1:])\n"
-              "print('pandas' in sys.modules, code)")
-    done = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True, timeout=60)
+    script = (
+        "import sys\nfrom impactlab.cli import main\ncode = main(sys.argv[1:])\n"
+        "print('pandas' in sys.modules, code)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, *argv], capture_output=True, text=True, timeout=60
+    )
     assert done.stdout.split() == ["False", "2"], done.stdout + done.stderr
     assert done.stderr.count("\n") == 1 and str(UNWRITABLE) in done.stderr

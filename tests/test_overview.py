@@ -12,17 +12,38 @@ import pandas as pd
 
 import impactlab as il
 from impactlab.cli import main
-from impactlab.overview import overview
+from impactlab.inputs.overview import overview
 
-DATA = Path(__file__).parent.parent / "data"
+DATA = Path(__file__).resolve().parent.parent / "impactlab" / "data"
 
 
 def small_trace() -> pd.DataFrame:
     """Two days (the last job submitted at 47.5 h: a replay covers 48 h), 3 jobs: 48 GPU-hours +
     24 GPU-hours (12 GPUs hold 16) + 8 GPU-hours."""
-    rows = [{"job_id": "a", "submit_s": 0.0, "gpus": 2, "duration_s": 24 * 3600.0, "project": "p", "kind": "training"},
-            {"job_id": "b", "submit_s": 86_400.0, "gpus": 12, "duration_s": 1.5 * 3600.0, "project": "q"},
-            {"job_id": "c", "submit_s": 2 * 86_400.0 - 1800, "gpus": 1, "duration_s": 8 * 3600.0, "project": ""}]
+    rows = [
+        {
+            "job_id": "a",
+            "submit_s": 0.0,
+            "gpus": 2,
+            "duration_s": 24 * 3600.0,
+            "project": "p",
+            "kind": "training",
+        },
+        {
+            "job_id": "b",
+            "submit_s": 86_400.0,
+            "gpus": 12,
+            "duration_s": 1.5 * 3600.0,
+            "project": "q",
+        },
+        {
+            "job_id": "c",
+            "submit_s": 2 * 86_400.0 - 1800,
+            "gpus": 1,
+            "duration_s": 8 * 3600.0,
+            "project": "",
+        },
+    ]
     return il.validate_trace(pd.DataFrame(rows))
 
 
@@ -58,8 +79,15 @@ def test_an_acme_like_trace_gets_a_size_whose_replay_does_not_warn(tmp_path, cap
     """One 1,024-GPU job among small ones: the suggestion leaves it out, and a replay at the
     suggested size (with --skip-large) offers the asked load, so its load check is quiet."""
     n = 400
-    rows = pd.DataFrame({"job_id": [f"j{i}" for i in range(n)], "submit_s": np.arange(n) * 1800.0,
-                         "gpus": np.tile([1, 2, 4, 8], n // 4), "duration_s": 3 * 3600.0, "project": "p"})
+    rows = pd.DataFrame(
+        {
+            "job_id": [f"j{i}" for i in range(n)],
+            "submit_s": np.arange(n) * 1800.0,
+            "gpus": np.tile([1, 2, 4, 8], n // 4),
+            "duration_s": 3 * 3600.0,
+            "project": "p",
+        }
+    )
     rows.loc[7, ["gpus", "duration_s"]] = (1024, 10 * 3600.0)
     path = tmp_path / "acme-like.csv"
     rows.to_csv(path, index=False)
@@ -69,17 +97,27 @@ def test_an_acme_like_trace_gets_a_size_whose_replay_does_not_warn(tmp_path, cap
     with caplog.at_level(logging.WARNING, logger="impactlab"):
         il.simulate(config)
     assert not [r for r in caplog.records if "offers" in r.message]
-    replayed = overview(il.load_trace(path, max_gpus=advice.gpus, oversize="skip")).offered_load(advice.gpus)
-    assert 2.5 * (advice.gpus - 8) / advice.gpus < replayed <= 2.5  # 2.5x up to rounding to whole nodes
+    replayed = overview(il.load_trace(path, max_gpus=advice.gpus, oversize="skip")).offered_load(
+        advice.gpus
+    )
+    assert (
+        2.5 * (advice.gpus - 8) / advice.gpus < replayed <= 2.5
+    )  # 2.5x up to rounding to whole nodes
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="impactlab"):
         il.simulate(config.with_params(gpus=1024, skip_large=False))
     warned = [r.message for r in caplog.records if "offers" in r.message]
-    assert len(warned) == 1 and f"{advice.flags} gives 2.5x (skipping 1 job larger than {advice.gpus} GPUs)" in warned[0]
+    assert (
+        len(warned) == 1
+        and f"{advice.flags} gives 2.5x (skipping 1 job larger than {advice.gpus} GPUs)"
+        in warned[0]
+    )
 
 
 def test_inspect_prints_the_summary_and_a_cluster_size(capsys):
-    assert main(["inspect", str(DATA / "example-trace-88gpu-3d.csv"), "--demand", "2", "--json"]) == 0
+    assert (
+        main(["inspect", str(DATA / "example-trace-88gpu-3d.csv"), "--demand", "2", "--json"]) == 0
+    )
     out = json.loads(capsys.readouterr().out)
     info = overview(il.load_trace(DATA / "example-trace-88gpu-3d.csv"))
     assert out["jobs"] == info.jobs == 1393 and out["suggested_gpus"] == info.gpus_for(2.0)
@@ -93,12 +131,14 @@ def test_inspect_of_a_missing_file_is_one_line(capsys, tmp_path):
 
 
 def test_a_replay_far_outside_the_model_warns_with_a_cluster_size(caplog):
-    config = il.SimConfig(policy="fifo", gpus=1024, trace_path=str(DATA / "example-trace-88gpu-3d.csv"))
-    with caplog.at_level(logging.WARNING, logger="impactlab.overview"):
+    config = il.SimConfig(
+        policy="fifo", gpus=1024, trace_path=str(DATA / "example-trace-88gpu-3d.csv")
+    )
+    with caplog.at_level(logging.WARNING, logger="impactlab.inputs.overview"):
         il.compare(config, ["fifo", "legacy"])
     warnings = [r.message for r in caplog.records if "offers" in r.message]
     assert len(warnings) == 1 and "--gpus" in warnings[0]  # once for the whole comparison
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="impactlab.overview"):
+    with caplog.at_level(logging.WARNING, logger="impactlab.inputs.overview"):
         il.simulate(config.with_params(gpus=88))
     assert not [r for r in caplog.records if "offers" in r.message]

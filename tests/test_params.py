@@ -11,18 +11,27 @@ import pandas as pd
 import pytest
 
 import impactlab as il
+from impactlab.base.config import HealthConfig
+from impactlab.base.params import FrozenMap, Param, ParamError
 from impactlab.cli import build_parser, main
-from impactlab.config import HealthConfig
-from impactlab.params import FrozenMap, Param, ParamError
 
-DATA = Path(__file__).parent.parent / "data"
+DATA = Path(__file__).resolve().parent.parent / "impactlab" / "data"
 
 
 def test_every_knob_is_declared_once_with_its_group_and_help():
     params = il.parameters()
     names = [p.name for p in params]
     assert len(names) == len(set(names))
-    assert {"gpus", "days", "demand", "seed", "mtbf_hours", "cap_hours", "window_days", "backfill"} <= set(names)
+    assert {
+        "gpus",
+        "days",
+        "demand",
+        "seed",
+        "mtbf_hours",
+        "cap_hours",
+        "window_days",
+        "backfill",
+    } <= set(names)
     for p in params:
         assert p.help and p.group, p.name
         assert p.check(p.default) == p.default or (p.default is None and p.nullable), p.name
@@ -39,18 +48,24 @@ def test_every_policy_field_is_a_declared_knob():
         assert all("not declared" not in p.help for p in il.parameters(name) if p.policies), name
 
 
-@pytest.mark.parametrize("values, words", [
-    ({"gpus": 12}, "multiple of gpus_per_node"),
-    ({"seed": -1}, "seed must be in"),
-    ({"days": 0}, "days must be in"),
-    ({"funded_load": 3.0}, "funded_load must be <= demand"),
-    ({"warmup_days": 20.0}, "warmup_days must be below days"),
-    ({"policy": "nope"}, "unknown policy 'nope'"),
-    ({"policy_knobs": {"cap_hours": -1}}, "cap_hours must be in [0, 168]"),
-    ({"policy_knobs": {"window_days": 0}}, "window_days must be in (0, 90]"),
-    ({"policy": "legacy", "policy_knobs": {"cap_hours": 4}}, "policy 'legacy' has no knob 'cap_hours'"),
-    ({"health": HealthConfig(mtbf_hours=10)} | {"budget_shares": {"p1": 0}}, "positive share"),
-])
+@pytest.mark.parametrize(
+    "values, words",
+    [
+        ({"gpus": 12}, "multiple of gpus_per_node"),
+        ({"seed": -1}, "seed must be in"),
+        ({"days": 0}, "days must be in"),
+        ({"funded_load": 3.0}, "funded_load must be <= demand"),
+        ({"warmup_days": 20.0}, "warmup_days must be below days"),
+        ({"policy": "nope"}, "unknown policy 'nope'"),
+        ({"policy_knobs": {"cap_hours": -1}}, "cap_hours must be in [0, 168]"),
+        ({"policy_knobs": {"window_days": 0}}, "window_days must be in (0, 90]"),
+        (
+            {"policy": "legacy", "policy_knobs": {"cap_hours": 4}},
+            "policy 'legacy' has no knob 'cap_hours'",
+        ),
+        ({"health": HealthConfig(mtbf_hours=10)} | {"budget_shares": {"p1": 0}}, "positive share"),
+    ],
+)
 def test_bad_values_are_refused_when_the_config_is_built(values, words):
     with pytest.raises(ParamError) as err:
         il.SimConfig(**values)
@@ -65,8 +80,13 @@ def test_health_knobs_are_checked_against_their_declarations():
 
 
 def test_a_config_is_hashable_and_round_trips_through_json():
-    config = il.SimConfig(policy="impactful", gpus=64, policy_knobs={"cap_hours": 4, "max_victim_ratio": math.inf},
-                          budget_shares={"p01": 2.0}, health=HealthConfig(mtbf_hours=100.0, repair="manual"))
+    config = il.SimConfig(
+        policy="impactful",
+        gpus=64,
+        policy_knobs={"cap_hours": 4, "max_victim_ratio": math.inf},
+        budget_shares={"p01": 2.0},
+        health=HealthConfig(mtbf_hours=100.0, repair="manual"),
+    )
     again = il.SimConfig.from_dict(json.loads(json.dumps(config.to_dict())))
     assert again == config and hash(again) == hash(config)
     assert {config: 1}[again] == 1
@@ -77,13 +97,24 @@ def test_the_flat_form_names_every_parameter_and_rebuilds_the_config():
     flat = config.flat()
     assert flat["cap_hours"] == 4 and flat["window_days"] == 7.0 and flat["share.p01"] == 2.0
     assert flat["mtbf_hours"] is None
-    assert il.SimConfig.from_flat(flat) == il.SimConfig.from_flat({k: str(v) for k, v in flat.items()}) == \
-        il.SimConfig(gpus=64, policy_knobs=dict(config.knobs()), budget_shares={"p01": 2.0})
+    assert (
+        il.SimConfig.from_flat(flat)
+        == il.SimConfig.from_flat({k: str(v) for k, v in flat.items()})
+        == il.SimConfig(gpus=64, policy_knobs=dict(config.knobs()), budget_shares={"p01": 2.0})
+    )
 
 
 def test_with_params_parses_text_and_routes_each_name():
-    config = il.SimConfig().with_params({"gpus": "88", "cap_hours": "2.5", "mtbf_hours": "none",
-                                          "repair": "manual", "share.p00": "3"}, seed=4)
+    config = il.SimConfig().with_params(
+        {
+            "gpus": "88",
+            "cap_hours": "2.5",
+            "mtbf_hours": "none",
+            "repair": "manual",
+            "share.p00": "3",
+        },
+        seed=4,
+    )
     assert (config.gpus, config.seed, config.policy_knobs["cap_hours"]) == (88, 4, 2.5)
     assert config.health.repair == "manual" and config.budget_shares == {"p00": 3.0}
 
@@ -129,22 +160,43 @@ def test_every_declared_parameter_is_a_flag():
 
 def test_an_explicit_flag_wins_over_the_scenario_even_at_its_default(capsys):
     scenario = DATA / "scenario-workshop-88.yaml"
-    assert main(["simulate", "--scenario", str(scenario), "--days", "1", "--policy", "fifo", "--json"]) == 0
+    assert (
+        main(["simulate", "--scenario", str(scenario), "--days", "1", "--policy", "fifo", "--json"])
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["gpus"] == 88
     # --gpus 256 equals SimConfig's default: the old CLI took it for "not given"
-    assert main(["simulate", "--scenario", str(scenario), "--gpus", "256", "--days", "1", "--policy", "fifo",
-                 "--json"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--scenario",
+                str(scenario),
+                "--gpus",
+                "256",
+                "--days",
+                "1",
+                "--policy",
+                "fifo",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["gpus"] == 256
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["--seed", "-1"], "seed must be in"),
-    (["--window-days", "0"], "window_days must be in (0, 90]"),
-    (["--window-days", "-3"], "window_days must be in (0, 90]"),
-    (["--cap-hours", "-1"], "cap_hours must be in [0, 168]"),
-    (["--gpus", "12"], "multiple of gpus_per_node"),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--seed", "-1"], "seed must be in"),
+        (["--window-days", "0"], "window_days must be in (0, 90]"),
+        (["--window-days", "-3"], "window_days must be in (0, 90]"),
+        (["--cap-hours", "-1"], "cap_hours must be in [0, 168]"),
+        (["--gpus", "12"], "multiple of gpus_per_node"),
+    ],
+)
 def test_bad_flags_are_one_line_with_status_2(capsys, argv, words):
     assert main(["simulate", "--policy", "impactful", "--days", "1", *argv]) == 2
     err = capsys.readouterr().err.strip()
@@ -157,8 +209,19 @@ def test_a_knob_of_another_policy_is_refused(capsys):
 
 
 def test_compare_gives_each_policy_the_knobs_it_declares(capsys):
-    argv = ["compare", "--policies", "legacy", "impactful", "--gpus", "16", "--days", "1", "--cap-hours", "2",
-            "--json"]
+    argv = [
+        "compare",
+        "--policies",
+        "legacy",
+        "impactful",
+        "--gpus",
+        "16",
+        "--days",
+        "1",
+        "--cap-hours",
+        "2",
+        "--json",
+    ]
     assert main(argv) == 0
     legacy, impactful = json.loads(capsys.readouterr().out)
     assert (legacy["policy"], impactful["policy"]) == ("legacy", "impactful")
@@ -174,8 +237,20 @@ def test_out_naming_a_file_is_refused_before_the_run(tmp_path, capsys):
 
 
 def test_out_round_trips_through_simresult_load(tmp_path, capsys):
-    argv = ["simulate", "--policy", "impactful", "--gpus", "16", "--days", "1.5", "--cap-hours", "3",
-            "--out", str(tmp_path / "run"), "--json"]
+    argv = [
+        "simulate",
+        "--policy",
+        "impactful",
+        "--gpus",
+        "16",
+        "--days",
+        "1.5",
+        "--cap-hours",
+        "3",
+        "--out",
+        str(tmp_path / "run"),
+        "--json",
+    ]
     assert main(argv) == 0
     printed = json.loads(capsys.readouterr().out)
     loaded = il.SimResult.load(tmp_path / "run")
@@ -186,8 +261,18 @@ def test_out_round_trips_through_simresult_load(tmp_path, capsys):
 
 # ----- policies as plug-ins -------------------------------------------------------------------
 def test_a_policy_from_a_test_file_runs_through_the_cli_by_its_spec(capsys):
-    argv = ["simulate", "--policy", "plugin_policy:ShortestFirst", "--gpus", "16", "--days", "1", "--scan", "50",
-            "--json"]
+    argv = [
+        "simulate",
+        "--policy",
+        "plugin_policy:ShortestFirst",
+        "--gpus",
+        "16",
+        "--days",
+        "1",
+        "--scan",
+        "50",
+        "--json",
+    ]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["policy"] == "plugin_policy:ShortestFirst" and out["jobs"] > 0
@@ -204,14 +289,20 @@ def test_registered_policies_are_listed_and_checked():
 
 # ----- compare from Python ----------------------------------------------------------------------
 def test_compare_builds_the_workload_once_and_shares_one_window(monkeypatch):
-    from impactlab import workload
+    from impactlab.inputs import workload
 
     calls = []
     real = workload.generate
     monkeypatch.setattr(workload, "generate", lambda cfg: calls.append(cfg) or real(cfg))
     config = il.SimConfig(gpus=16, days=2.0, seed=2)
-    runs = il.compare(config, {"legacy": {}, "cap 1 h": {"policy": "impactful", "cap_hours": 1.0},
-                               "short window": {"policy": "impactful", "window_days": 0.5}})
+    runs = il.compare(
+        config,
+        {
+            "legacy": {},
+            "cap 1 h": {"policy": "impactful", "cap_hours": 1.0},
+            "short window": {"policy": "impactful", "window_days": 0.5},
+        },
+    )
     assert len(calls) == 1
     assert [r.run for r in runs] == ["legacy", "cap 1 h", "short window"]
     assert runs[1].config.policy_knobs == {"cap_hours": 1.0}
@@ -245,7 +336,9 @@ def test_a_trace_is_replayed_over_its_whole_span_unless_days_is_given():
     assert config.days is None
     result = il.simulate(config)
     last = result.trace["submit_s"].max()
-    assert result.config.days * 86_400 >= last > result.config.days * 86_400 - 3600  # rounded up to the hour
+    assert (
+        result.config.days * 86_400 >= last > result.config.days * 86_400 - 3600
+    )  # rounded up to the hour
     assert result.window.t0 == result.config.days * 86_400 / 2  # warm-up fitted: half a short run
     assert il.simulate(config.with_params(days=1.0)).config.days == 1.0
 
@@ -254,7 +347,9 @@ def test_a_dataframe_trace_is_replayed_over_its_whole_span_too():
     trace = pd.read_csv(EXAMPLE)
     span = il.simulate(il.SimConfig(gpus=88, policy="fifo"), trace=trace).config.days
     assert span > 2.5 and span * 86_400 >= trace["submit_s"].max() > span * 86_400 - 3600
-    assert il.simulate(il.SimConfig(gpus=88, policy="fifo", days=1.0), trace=trace).config.days == 1.0
+    assert (
+        il.simulate(il.SimConfig(gpus=88, policy="fifo", days=1.0), trace=trace).config.days == 1.0
+    )
     assert il.simulate(il.SimConfig(gpus=16, policy="fifo")).config.days == 14  # synthetic: 14 days
     assert il.SimConfig().horizon_s == 14 * 86_400
 
@@ -262,7 +357,22 @@ def test_a_dataframe_trace_is_replayed_over_its_whole_span_too():
 def test_the_cli_prints_the_simulated_and_reported_window(capsys):
     assert main(["simulate", "--trace", str(EXAMPLE), "--gpus", "88", "--policy", "fifo"]) == 0
     assert "simulated days 0-3, reported days 1.5-3" in capsys.readouterr().out.splitlines()[0]
-    assert main(["simulate", "--trace", str(EXAMPLE), "--gpus", "88", "--policy", "fifo", "--warmup-days", "5"]) == 2
+    assert (
+        main(
+            [
+                "simulate",
+                "--trace",
+                str(EXAMPLE),
+                "--gpus",
+                "88",
+                "--policy",
+                "fifo",
+                "--warmup-days",
+                "5",
+            ]
+        )
+        == 2
+    )
     assert "warmup_days must be below days (3)" in capsys.readouterr().err
 
 

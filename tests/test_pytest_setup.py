@@ -27,8 +27,10 @@ def chained_notebook() -> nbformat.NotebookNode:
     """Cell 0 records its process; every later cell needs cell 0's variables (a NameError in a
     fresh kernel) and checks it runs in the same process, in fast mode."""
     first = "import os\nSTART_PID = os.getpid()\nSEEN = []"
-    later = ("SEEN.append({k})\nassert os.getpid() == START_PID\n"
-             "assert os.environ.get('IMPACTLAB_FAST') == '1', 'notebooks run in fast mode under pytest'")
+    later = (
+        "SEEN.append({k})\nassert os.getpid() == START_PID\n"
+        "assert os.environ.get('IMPACTLAB_FAST') == '1', 'notebooks run in fast mode under pytest'"
+    )
     cells = [nbformat.v4.new_code_cell(first)]
     cells += [nbformat.v4.new_code_cell(later.format(k=k)) for k in range(1, CELLS)]
     return nbformat.v4.new_notebook(cells=cells)
@@ -46,12 +48,20 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def run_pytest(folder: Path, *args: str, fast: str | None = None) -> subprocess.CompletedProcess[str]:
+def run_pytest(
+    folder: Path, *args: str, fast: str | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("IMPACTLAB_FAST", "PYTEST_ADDOPTS")}
     if fast is not None:
         env["IMPACTLAB_FAST"] = fast
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
-                          cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_a_notebook_alone_runs_every_cell_in_one_kernel_on_two_workers(project):
@@ -72,7 +82,9 @@ def checked_notebook(stored: str) -> nbformat.NotebookNode:
     """One checked cell that prints the size it ran at; ``stored`` is its stored output."""
     cell = nbformat.v4.new_code_cell(
         "# NBVAL_CHECK_OUTPUT\nimport os\nprint('fast' if os.environ.get('IMPACTLAB_FAST') == '1' else 'full')",
-        execution_count=1, outputs=[nbformat.v4.new_output("stream", name="stdout", text=stored)])
+        execution_count=1,
+        outputs=[nbformat.v4.new_output("stream", name="stdout", text=stored)],
+    )
     return nbformat.v4.new_notebook(cells=[cell])
 
 
@@ -81,7 +93,9 @@ def test_stored_outputs_are_compared_at_full_size_only(project):
     that every cell runs, the full-size run that the checked outputs still hold."""
     path = project / "notebooks" / "checked.ipynb"
     nbformat.write(checked_notebook("full\n"), path)
-    assert run_pytest(project, "-n", "0", "notebooks/checked.ipynb").returncode == 0  # fast: not compared
+    assert (
+        run_pytest(project, "-n", "0", "notebooks/checked.ipynb").returncode == 0
+    )  # fast: not compared
     assert run_pytest(project, "-n", "0", "notebooks/checked.ipynb", fast="0").returncode == 0
     nbformat.write(checked_notebook("something else\n"), path)
     failed = run_pytest(project, "-n", "0", "notebooks/checked.ipynb", fast="0")

@@ -8,7 +8,7 @@ import types
 from pathlib import Path
 
 import impactlab as il
-from impactlab.registry import register_policy
+from impactlab.base.registry import register_policy
 
 README = (Path(__file__).parent.parent / "README.md").read_text()
 
@@ -24,8 +24,10 @@ def test_the_custom_policy_in_the_readme_runs_and_is_short():
     module = types.ModuleType("readme_policy")  # dataclasses look their module up
     sys.modules[module.__name__] = module
     try:
-        exec(compile(block, "README.md", "exec"), module.__dict__)  # noqa: S102 (the README is ours)
-        result = il.simulate(il.SimConfig(policy="shortest", gpus=16, days=1.0, policy_knobs={"scan": 20}))
+        exec(compile(block, "README.md", "exec"), module.__dict__)
+        result = il.simulate(
+            il.SimConfig(policy="shortest", gpus=16, days=1.0, policy_knobs={"scan": 20})
+        )
         assert result.summary()["jobs"] > 0 and (result.events["event"] == "finish").any()
     finally:
         register_policy("shortest", "plugin_policy:ShortestFirst")  # as conftest left it

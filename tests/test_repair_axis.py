@@ -10,8 +10,8 @@ import pytest
 
 import impactlab as il
 from impactlab.cli import main
-from impactlab.health import HealthConfig
-from impactlab.simulate import COMPARE_REPAIR
+from impactlab.runs.simulate import COMPARE_REPAIR
+from impactlab.sim.health import HealthConfig
 
 CONFIG = il.SimConfig(gpus=32, days=3, seed=1, warmup_days=0.0, health=HealthConfig(mtbf_hours=48))
 
@@ -74,21 +74,40 @@ def test_cli_compare_pairing_and_per_policy_repairs(capsys):
     flags = ["--gpus", "32", "--days", "3", "--seed", "1", "--node-mtbf-hours", "48"]
     assert main(["compare", "--pairing", "ai2", *flags, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert [(s["policy"], s["repair"]) for s in out] == [("legacy", "manual"), ("impactful", "automatic")]
-    assert main(["compare", "--policies", "fifo", "legacy", "--repairs", "manual", "automatic", *flags]) == 0
+    assert [(s["policy"], s["repair"]) for s in out] == [
+        ("legacy", "manual"),
+        ("impactful", "automatic"),
+    ]
+    assert (
+        main(
+            ["compare", "--policies", "fifo", "legacy", "--repairs", "manual", "automatic", *flags]
+        )
+        == 0
+    )
     table = capsys.readouterr().out
-    assert [line.split()[-2:] for line in table.splitlines() if "repair (mode)" in line] == [["manual", "automatic"]]
+    assert [line.split()[-2:] for line in table.splitlines() if "repair (mode)" in line] == [
+        ["manual", "automatic"]
+    ]
     assert "human_fraction (input)" in table
     assert main(["compare", *flags]) == 0
-    assert [line.split()[-2:] for line in capsys.readouterr().out.splitlines()
-            if "repair (mode)" in line] == [["automatic", "automatic"]]
+    assert [
+        line.split()[-2:]
+        for line in capsys.readouterr().out.splitlines()
+        if "repair (mode)" in line
+    ] == [["automatic", "automatic"]]
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["--repairs", "manual"], "--repairs: give one mode per policy (2), got 1"),
-    (["--pairing", "ai2", "--repairs", "manual", "manual"], "the pairing sets each variant's repair mode"),
-    (["--repairs", "manual", "manual", "--repair", "automatic"], "--repairs and --repair"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--repairs", "manual"], "--repairs: give one mode per policy (2), got 1"),
+        (
+            ["--pairing", "ai2", "--repairs", "manual", "manual"],
+            "the pairing sets each variant's repair mode",
+        ),
+        (["--repairs", "manual", "manual", "--repair", "automatic"], "--repairs and --repair"),
+    ],
+)
 def test_cli_rejects_conflicting_repair_flags(capsys, extra, message):
     assert main(["compare", "--gpus", "16", "--days", "1", *extra]) == 2
     assert message in capsys.readouterr().err

@@ -8,8 +8,8 @@ import pytest
 from helpers import DAY_S, run_tiny
 
 from impactlab import BudgetTree, HealthConfig, SimConfig, validate_trace
-from impactlab.events import Event, events_frame
-from impactlab.metrics import Window, summarise
+from impactlab.analysis.metrics import Window, summarise
+from impactlab.sim.events import Event, events_frame
 
 approx = pytest.approx
 
@@ -29,24 +29,54 @@ def starts_by_node(log: pd.DataFrame) -> dict[tuple[float, str], list[str]]:
 def test_a_repaired_node_takes_work_at_once_when_jobs_are_waiting(policy, repair):
     # Two nodes and far more whole-node work than they can do: whenever a node comes back, a
     # waiting job starts on it at that instant.
-    rows = [{"job_id": f"j{i:03d}", "submit_s": float(i), "project": "p", "gpus": 8, "duration_s": 1800.0,
-             "min_runtime_s": 0.0} for i in range(200)]
-    health = HealthConfig(mtbf_hours=4.0, repair=repair, human_fraction=0.0, auto_repair_hours=1.0,
-                          human_repair_hours=1.0, detect_hours=0.5)
-    log = run_tiny(rows, policy=policy, gpus=16, horizon_s=DAY_S, budgets=BudgetTree.flat({"p": 1}),
-                   health=health, seed=3, policy_knobs={"interactive_reserve": 0.0} if policy == "impactful" else {}).events
+    rows = [
+        {
+            "job_id": f"j{i:03d}",
+            "submit_s": float(i),
+            "project": "p",
+            "gpus": 8,
+            "duration_s": 1800.0,
+            "min_runtime_s": 0.0,
+        }
+        for i in range(200)
+    ]
+    health = HealthConfig(
+        mtbf_hours=4.0,
+        repair=repair,
+        human_fraction=0.0,
+        auto_repair_hours=1.0,
+        human_repair_hours=1.0,
+        detect_hours=0.5,
+    )
+    log = run_tiny(
+        rows,
+        policy=policy,
+        gpus=16,
+        horizon_s=DAY_S,
+        budgets=BudgetTree.flat({"p": 1}),
+        health=health,
+        seed=3,
+        policy_knobs={"interactive_reserve": 0.0} if policy == "impactful" else {},
+    ).events
     ups = log[log.event == "node_up"]
     assert len(ups) >= 3, "too few repairs to say anything"
     started = starts_by_node(log)
     for up in ups.itertuples():
-        assert started.get((up.t_s, up.nodes)), f"node {up.nodes} repaired at {up.t_s} but given no work"
+        assert started.get((up.t_s, up.nodes)), (
+            f"node {up.nodes} repaired at {up.t_s} but given no work"
+        )
 
 
 # ----- a FIFO job hit by a failure keeps its place -------------------------------------------------
 def first_failure(health: HealthConfig, seed: int, nodes: int = 1) -> float:
     """When the first node fails under ``health`` (failure times do not depend on the trace)."""
-    probe = run_tiny([{"job_id": "probe", "submit_s": 0.0, "gpus": 1, "duration_s": 1.0}], gpus=8 * nodes,
-                     horizon_s=DAY_S, health=health, seed=seed).events
+    probe = run_tiny(
+        [{"job_id": "probe", "submit_s": 0.0, "gpus": 1, "duration_s": 1.0}],
+        gpus=8 * nodes,
+        horizon_s=DAY_S,
+        health=health,
+        seed=seed,
+    ).events
     downs = probe[probe.event == "node_down"]
     assert len(downs), "no failure in a day"
     return float(downs.t_s.iloc[0])
@@ -56,12 +86,24 @@ def first_failure(health: HealthConfig, seed: int, nodes: int = 1) -> float:
 def test_a_fifo_job_hit_by_a_failure_restarts_ahead_of_jobs_submitted_after_it(seed):
     # One node. a (submitted at 0) runs until the node fails; b and c, submitted later, wait.
     # After the repair a starts again before them, then b, then c.
-    health = HealthConfig(mtbf_hours=2.0, repair="automatic", human_fraction=0.0, auto_repair_hours=0.5)
+    health = HealthConfig(
+        mtbf_hours=2.0, repair="automatic", human_fraction=0.0, auto_repair_hours=0.5
+    )
     t_fail = first_failure(health, seed)
-    rows = [{"job_id": "a", "submit_s": 0.0, "gpus": 8, "duration_s": t_fail + 5000, "checkpoint_s": 0.0},
-            {"job_id": "b", "submit_s": 1.0, "gpus": 8, "duration_s": 10.0},
-            {"job_id": "c", "submit_s": 2.0, "gpus": 8, "duration_s": 10.0}]
-    log = run_tiny(rows, policy="fifo", gpus=8, horizon_s=t_fail + 3 * DAY_S, health=health, seed=seed).events
+    rows = [
+        {
+            "job_id": "a",
+            "submit_s": 0.0,
+            "gpus": 8,
+            "duration_s": t_fail + 5000,
+            "checkpoint_s": 0.0,
+        },
+        {"job_id": "b", "submit_s": 1.0, "gpus": 8, "duration_s": 10.0},
+        {"job_id": "c", "submit_s": 2.0, "gpus": 8, "duration_s": 10.0},
+    ]
+    log = run_tiny(
+        rows, policy="fifo", gpus=8, horizon_s=t_fail + 3 * DAY_S, health=health, seed=seed
+    ).events
     fails = log[log.event == "fail"]
     assert fails[["t_s", "job_id"]].values.tolist()[:1] == [[t_fail, "a"]]
     after = log[(log.event == "start") & (log.t_s > t_fail)].job_id.tolist()
@@ -88,24 +130,30 @@ def hand_health_log() -> tuple[pd.DataFrame, pd.DataFrame]:
     """
     E = Event
     log = [
-        E(0, "submit", "y", 8, "", "", 0, 0), E(0, "start", "y", 8, "3", "", 0, 0),
+        E(0, "submit", "y", 8, "", "", 0, 0),
+        E(0, "start", "y", 8, "3", "", 0, 0),
         E(100, "node_down", "", 8, "4", "failure; repair=automatic", 0, 0),
         E(200, "node_down", "", 8, "3", "failure; repair=manual", 0, 0),
-        E(200, "fail", "y", 8, "3", "node 3 failed", 0, 200), E(200, "requeue", "y", 8, "", "", 0, 0),
+        E(200, "fail", "y", 8, "3", "node 3 failed", 0, 200),
+        E(200, "requeue", "y", 8, "", "", 0, 0),
         E(500, "node_down", "", 8, "0", "failure; repair=automatic", 0, 0),
-        E(600, "submit", "w", 8, "", "", 0, 0), E(600, "start", "w", 8, "5", "", 0, 0),
+        E(600, "submit", "w", 8, "", "", 0, 0),
+        E(600, "start", "w", 8, "5", "", 0, 0),
         E(800, "node_up", "", 8, "3", "repair=human", 0, 0),
         E(900, "start", "y", 8, "2", "", 60, 0),
         E(1000, "node_up", "", 8, "4", "repair=automatic", 0, 0),
         E(1000, "node_down", "", 8, "5", "failure; repair=automatic", 0, 0),
-        E(1000, "fail", "w", 8, "5", "node 5 failed", 0, 400), E(1000, "requeue", "w", 8, "", "", 0, 0),
+        E(1000, "fail", "w", 8, "5", "node 5 failed", 0, 400),
+        E(1000, "requeue", "w", 8, "", "", 0, 0),
         E(1100, "finish", "y", 8, "2", "", 0, 0),
         E(1100, "start", "w", 8, "2", "", 60, 0),
-        E(1200, "submit", "x", 8, "", "", 0, 0), E(1200, "start", "x", 8, "1", "", 0, 0),
+        E(1200, "submit", "x", 8, "", "", 0, 0),
+        E(1200, "start", "x", 8, "1", "", 0, 0),
         E(1500, "node_up", "", 8, "0", "repair=automatic", 0, 0),
         E(2000, "finish", "w", 8, "2", "", 0, 0),
         E(2000, "node_down", "", 8, "1", "failure; repair=automatic", 0, 0),
-        E(2000, "fail", "x", 8, "1", "node 1 failed", 0, 300), E(2000, "requeue", "x", 8, "", "", 0, 0),
+        E(2000, "fail", "x", 8, "1", "node 1 failed", 0, 300),
+        E(2000, "requeue", "x", 8, "", "", 0, 0),
         E(2100, "start", "x", 8, "0", "", 60, 0),
         E(2500, "node_up", "", 8, "5", "repair=human", 0, 0),
         E(3000, "finish", "x", 8, "0", "", 0, 0),
@@ -113,19 +161,31 @@ def hand_health_log() -> tuple[pd.DataFrame, pd.DataFrame]:
         E(4500, "node_down", "", 8, "2", "failure; repair=automatic", 0, 0),
         E(5500, "node_down", "", 8, "0", "failure; repair=automatic", 0, 0),
     ]
-    trace = validate_trace(pd.DataFrame([
-        {"job_id": "y", "submit_s": 0, "gpus": 8, "duration_s": 900},
-        {"job_id": "w", "submit_s": 600, "gpus": 8, "duration_s": 840},
-        {"job_id": "x", "submit_s": 1200, "gpus": 8, "duration_s": 1540},
-    ]))
+    trace = validate_trace(
+        pd.DataFrame(
+            [
+                {"job_id": "y", "submit_s": 0, "gpus": 8, "duration_s": 900},
+                {"job_id": "w", "submit_s": 600, "gpus": 8, "duration_s": 840},
+                {"job_id": "x", "submit_s": 1200, "gpus": 8, "duration_s": 1540},
+            ]
+        )
+    )
     return events_frame(log), trace
 
 
 def test_repairs_failures_and_failure_losses_in_the_window_by_hand():
     events, trace = hand_health_log()
-    summary, _, _ = summarise(events, trace, BudgetTree.from_dict({"name": "root"}), Window(1000.0, 6000.0, 48),
-                              gpus_per_node=8, horizon_s=6000.0)
-    assert summary["node_failures"] == 4  # node 5 at 1000, node 1 at 2000, node 2 at 4500, node 0 at 5500
+    summary, _, _ = summarise(
+        events,
+        trace,
+        BudgetTree.from_dict({"name": "root"}),
+        Window(1000.0, 6000.0, 48),
+        gpus_per_node=8,
+        horizon_s=6000.0,
+    )
+    assert (
+        summary["node_failures"] == 4
+    )  # node 5 at 1000, node 1 at 2000, node 2 at 4500, node 0 at 5500
     assert summary["auto_repairs"] == 2  # node 4 at 1000, node 0 at 1500
     assert summary["human_repairs"] == 2  # node 5 at 2500, node 1 at 3000
     assert summary["jobs_hit"] == 2  # w (at 1000) and x (at 2000); y was hit before the window
@@ -144,19 +204,25 @@ def test_waits_count_exactly_the_jobs_submitted_from_the_warm_up_on():
     # the window) waits 300 s and runs 1200-1500: its wait is left out though it starts inside.
     # In the window: in1 (submitted exactly at 1000) waits 500, in2 (1300) waits 300, in3
     # (2500) and late (2950, still running at the end) wait 0.
-    rows = [{"job_id": "e1", "submit_s": 0, "gpus": 1, "duration_s": 1200},
-            {"job_id": "e2", "submit_s": 900, "gpus": 1, "duration_s": 300},
-            {"job_id": "in1", "submit_s": 1000, "gpus": 1, "duration_s": 100, "kind": "debug"},
-            {"job_id": "in2", "submit_s": 1300, "gpus": 1, "duration_s": 400},
-            {"job_id": "in3", "submit_s": 2500, "gpus": 1, "duration_s": 100},
-            {"job_id": "late", "submit_s": 2950, "gpus": 1, "duration_s": 100}]
-    result = run_tiny(rows, policy="fifo", gpus=1, gpus_per_node=1, horizon_s=3000.0, warmup_days=1000 / DAY_S)
+    rows = [
+        {"job_id": "e1", "submit_s": 0, "gpus": 1, "duration_s": 1200},
+        {"job_id": "e2", "submit_s": 900, "gpus": 1, "duration_s": 300},
+        {"job_id": "in1", "submit_s": 1000, "gpus": 1, "duration_s": 100, "kind": "debug"},
+        {"job_id": "in2", "submit_s": 1300, "gpus": 1, "duration_s": 400},
+        {"job_id": "in3", "submit_s": 2500, "gpus": 1, "duration_s": 100},
+        {"job_id": "late", "submit_s": 2950, "gpus": 1, "duration_s": 100},
+    ]
+    result = run_tiny(
+        rows, policy="fifo", gpus=1, gpus_per_node=1, horizon_s=3000.0, warmup_days=1000 / DAY_S
+    )
     assert result.jobs.set_index("job_id").loc["e2", "wait_s"] == 300  # measured, then left out
     s = result.summary()
     assert s["jobs"] == 6  # every job submitted before the end, warm-up included
     assert s["report_from_days"] == approx(1000 / DAY_S)
     waits = s["wait_s"]
-    assert waits["all"] == approx({"p50": 150.0, "p90": 440.0, "p99": 494.0, "n": 4})  # 0, 0, 300, 500
+    assert waits["all"] == approx(
+        {"p50": 150.0, "p90": 440.0, "p99": 494.0, "n": 4}
+    )  # 0, 0, 300, 500
     assert waits["debug"] == approx({"p50": 500.0, "p90": 500.0, "p99": 500.0, "n": 1})
     assert waits["other"]["n"] == 3 and waits["other"]["p50"] == 0.0
     assert s["queued_s"]["all"]["n"] == 4 and s["queued_s"]["all"]["p50"] == approx(150.0)
@@ -165,12 +231,17 @@ def test_waits_count_exactly_the_jobs_submitted_from_the_warm_up_on():
     assert s["occupancy"] == approx(1150 / 2000)
 
 
-@pytest.mark.parametrize("policy, knobs, days, warmup_days", [
-    ("impactful", {"window_days": 0.25}, 2.0, 0.25),  # the fair-share window
-    ("impactful", {"window_days": 3.0}, 2.0, 1.0),  # at most half the run
-    ("fifo", {}, 30.0, 7.0),  # no window: 7 days
-    ("fifo", {}, 4.0, 2.0),
-])
-def test_the_default_warm_up_is_the_fair_share_window_at_most_half_the_run(policy, knobs, days, warmup_days):
+@pytest.mark.parametrize(
+    "policy, knobs, days, warmup_days",
+    [
+        ("impactful", {"window_days": 0.25}, 2.0, 0.25),  # the fair-share window
+        ("impactful", {"window_days": 3.0}, 2.0, 1.0),  # at most half the run
+        ("fifo", {}, 30.0, 7.0),  # no window: 7 days
+        ("fifo", {}, 4.0, 2.0),
+    ],
+)
+def test_the_default_warm_up_is_the_fair_share_window_at_most_half_the_run(
+    policy, knobs, days, warmup_days
+):
     config = SimConfig(policy=policy, gpus=8, days=days, policy_knobs=knobs)
     assert config.warmup_s == approx(warmup_days * DAY_S)

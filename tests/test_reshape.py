@@ -6,7 +6,13 @@ import pandas as pd
 import pytest
 
 from impactlab import GeneratorConfig, TraceError, generate
-from impactlab.traces.reshape import CONTRACT_DEFAULTS, fill_contract, pick_projects, thin, window
+from impactlab.inputs.traces.reshape import (
+    CONTRACT_DEFAULTS,
+    fill_contract,
+    pick_projects,
+    thin,
+    window,
+)
 
 DAY_S = 86_400.0
 
@@ -40,8 +46,11 @@ def test_thinning_keeps_load_per_gpu_and_drops_jobs_too_large(trace):
 
 
 def test_pick_projects_keeps_whole_projects_within_the_target():
-    rows = [{"job_id": f"{p}{i}", "submit_s": i, "gpus": 1, "duration_s": 10, "project": p}
-            for p in ("a", "b", "c", "") for i in range(4)]
+    rows = [
+        {"job_id": f"{p}{i}", "submit_s": i, "gpus": 1, "duration_s": 10, "project": p}
+        for p in ("a", "b", "c", "")
+        for i in range(4)
+    ]
     trace = pd.DataFrame(rows)
     out = pick_projects(trace, target_gpus=60, quotas={"a": 40, "b": 30, "c": 20})
     assert set(out["project"]) - {""} == {"a", "c"}  # 40 + 20; b would overshoot after a

@@ -15,8 +15,8 @@ from helpers import run_tiny
 
 import impactlab as il
 from impactlab import BudgetTree
-from impactlab.health import HealthConfig
-from impactlab.results import SCALAR_METRICS, SimResult, metrics_frame
+from impactlab.analysis.results import SCALAR_METRICS, SimResult, metrics_frame
+from impactlab.sim.health import HealthConfig
 
 approx = pytest.approx
 
@@ -28,15 +28,23 @@ def job(job_id: str, submit_s: float, gpus: int, duration_s: float, **more) -> d
 
 def preemption_run(policy: str = "legacy"):
     """L (training, 8 GPUs) preempted at 500 by H (debug, unallocated); L restarts at 600."""
-    rows = [job("L", 0, 8, 1000, project="p", priority=0, checkpoint_s=300, kind="training"),
-            job("H", 500, 8, 100, project="", priority=1, kind="debug")]
-    return run_tiny(rows, policy=policy, gpus=8, horizon_s=2000.0, restart_overhead_s=60.0,
-                    budgets=BudgetTree.flat({"p": 1}))
+    rows = [
+        job("L", 0, 8, 1000, project="p", priority=0, checkpoint_s=300, kind="training"),
+        job("H", 500, 8, 100, project="", priority=1, kind="debug"),
+    ]
+    return run_tiny(
+        rows,
+        policy=policy,
+        gpus=8,
+        horizon_s=2000.0,
+        restart_overhead_s=60.0,
+        budgets=BudgetTree.flat({"p": 1}),
+    )
 
 
 def test_simresult_lives_in_results_and_simulate_re_exports_it():
     # the package's ``simulate`` attribute is the function, not the module
-    simulate_module = importlib.import_module("impactlab.simulate")
+    simulate_module = importlib.import_module("impactlab.runs.simulate")
     assert simulate_module.SimResult is SimResult and il.SimResult is SimResult
     assert isinstance(preemption_run(), SimResult)
 
@@ -84,7 +92,9 @@ def test_metrics_by_hand():
 def test_metrics_are_nan_where_there_are_no_jobs():
     m = preemption_run().metrics()
     assert math.isnan(m["wait_p90_s.size_1"]) and math.isnan(m["wait_p99_s.size_65+"])
-    empty = run_tiny([job("late", 5000, 1, 10)], horizon_s=1000.0).metrics()  # submitted after the horizon
+    empty = run_tiny(
+        [job("late", 5000, 1, 10)], horizon_s=1000.0
+    ).metrics()  # submitted after the horizon
     assert empty["jobs"] == 0
     assert math.isnan(empty["wait_p50_s.all"]) and math.isnan(empty["queued_p90_s.other"])
 
@@ -112,9 +122,15 @@ def test_metrics_frame_has_one_row_per_run():
 
 
 def test_config_columns_are_the_flat_parameters():
-    config = il.SimConfig(gpus=64, policy_knobs={"window_days": 3.0}, health=HealthConfig(mtbf_hours=50.0))
+    config = il.SimConfig(
+        gpus=64, policy_knobs={"window_days": 3.0}, health=HealthConfig(mtbf_hours=50.0)
+    )
     frame = metrics_frame([il.simulate(config.with_params(days=1.0, warmup_days=0.0))])
-    assert (frame.loc[0, "gpus"], frame.loc[0, "window_days"], frame.loc[0, "mtbf_hours"]) == (64, 3.0, 50.0)
+    assert (frame.loc[0, "gpus"], frame.loc[0, "window_days"], frame.loc[0, "mtbf_hours"]) == (
+        64,
+        3.0,
+        50.0,
+    )
 
 
 # ----- save and load -----------------------------------------------------------------------------------
@@ -123,8 +139,12 @@ def assert_same_run(a: SimResult, b: SimResult) -> None:
     pd.testing.assert_frame_equal(a.events, b.events)
     pd.testing.assert_frame_equal(a.trace, b.trace)
     assert a.tree == b.tree and a.config == b.config
-    assert (a.label, a.provenance, a.unknown_projects, a.sim_wall_s) == \
-        (b.label, b.provenance, b.unknown_projects, b.sim_wall_s)
+    assert (a.label, a.provenance, a.unknown_projects, a.sim_wall_s) == (
+        b.label,
+        b.provenance,
+        b.unknown_projects,
+        b.sim_wall_s,
+    )
     assert a.summary() == b.summary()
     pd.testing.assert_frame_equal(a.budgets, b.budgets)
 
@@ -141,8 +161,13 @@ def test_load_reads_back_what_save_wrote(tmp_path):
 
 
 def test_a_synthetic_run_with_failures_round_trips(tmp_path):
-    config = il.SimConfig(policy="impactful", gpus=64, days=3, health=HealthConfig(mtbf_hours=100.0),
-                          policy_knobs={"window_days": 1.0})
+    config = il.SimConfig(
+        policy="impactful",
+        gpus=64,
+        days=3,
+        health=HealthConfig(mtbf_hours=100.0),
+        policy_knobs={"window_days": 1.0},
+    )
     result = il.simulate(config)
     assert (result.events["event"] == "node_down").any()
     loaded = SimResult.load(result.save(tmp_path))
@@ -156,7 +181,7 @@ def test_a_large_run_frees_its_engine_before_returning(monkeypatch, above, freed
     """The engine, its policy and simpy's processes form reference cycles; above
     COLLECT_ABOVE_JOBS jobs, ``simulate`` collects them before the metrics can peak on top of
     them. (The other case shows the cycles exist, so that the first can fail.)"""
-    simulate_module = importlib.import_module("impactlab.simulate")
+    simulate_module = importlib.import_module("impactlab.runs.simulate")
     engines = []
 
     class Tracked(simulate_module.Engine):

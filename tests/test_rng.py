@@ -1,11 +1,11 @@
-"""The run's named random streams (impactlab/rng.py)."""
+"""The run's named random streams (impactlab/base/rng.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from impactlab import rng
+from impactlab.base import rng
 
 
 def draws(generator: np.random.Generator) -> list[float]:
@@ -30,7 +30,9 @@ def test_health_streams_are_one_per_node_as_before_the_helper(seed):
 def test_every_stream_has_its_own_key():
     keys = list(rng.STREAMS.values())
     assert len(set(keys)) == len(keys)
-    assert all(b[: len(a)] != a for a in keys for b in keys if a is not b)  # no key prefixes another
+    assert all(
+        b[: len(a)] != a for a in keys for b in keys if a is not b
+    )  # no key prefixes another
 
 
 def test_same_seed_same_draws_other_seed_other_draws():
@@ -40,5 +42,5 @@ def test_same_seed_same_draws_other_seed_other_draws():
 
 
 def test_an_unknown_stream_name_is_refused_with_the_known_ones():
-    with pytest.raises(ValueError, match="unknown random stream 'failures'.*health"):
+    with pytest.raises(ValueError, match=r"unknown random stream 'failures'.*health"):
         rng.stream(0, "failures")

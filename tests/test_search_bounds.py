@@ -34,8 +34,13 @@ class WalkedToo(Impactful):
     def _too_few_clearable(self, sched, job, avoid, boosted):
         ruled_out = super()._too_few_clearable(sched, job, avoid, boosted)
         judged = self.searches.judged
-        walked = choose_victims(sched, job.idx, self.candidates(sched, job.idx, avoid),
-                                self._approves(sched, job.idx), avoid)
+        walked = choose_victims(
+            sched,
+            job.idx,
+            self.candidates(sched, job.idx, avoid),
+            self._approves(sched, job.idx),
+            avoid,
+        )
         self.searches.judged = judged  # (the walk's verdicts must not leak into the run)
         self.seen.append((ruled_out, walked is not None))
         return ruled_out
@@ -52,50 +57,84 @@ class SearchedToo(Impactful):
     def _search_one_node(self, sched, j, avoid, boosted):
         chosen = super()._search_one_node(sched, j, avoid, boosted)
         judged = self.searches.judged
-        walked = choose_victims(sched, j, self.candidates(sched, j, avoid), self._approves(sched, j), avoid)
+        walked = choose_victims(
+            sched, j, self.candidates(sched, j, avoid), self._approves(sched, j), avoid
+        )
         self.searches.judged = judged  # (the walk's verdicts must not leak into the run)
         self.seen.append((chosen, walked))
         return chosen
 
 
-CASES = pytest.mark.parametrize(("gpus", "per", "demand", "seed", "knobs"), [
-    (64, 8, 3.0, 0, {}),
-    (64, 4, 3.0, 1, {}),  # 8-GPU jobs are two-node gangs here
-    (128, 8, 2.5, 2, {"gangs_preempt_every_pass": True, "max_victim_ratio": 2.0}),
-    (64, 8, 3.0, 3, {"boost_interactive": False}),
-    (64, 8, 3.0, 4, {"protect_unallocated": True}),
-    (64, 8, 3.0, 5, {"backfill_reservation": True}),  # nodes kept out by the reservation
-    (64, 8, 3.0, 6, {"interactive_reserve": 0.3, "reserve_min_nodes": 1}),  # lent borrowers
-    (64, 8, 3.0, 7, {"pack_victims": False}),  # the first candidates in the walk's own order
-], ids=["64x8", "64x4", "128x8-every-pass", "64x8-no-boost", "64x8-protected-unallocated",
-        "64x8-reservation", "64x8-large-reserve", "64x8-no-packing"])
+CASES = pytest.mark.parametrize(
+    ("gpus", "per", "demand", "seed", "knobs"),
+    [
+        (64, 8, 3.0, 0, {}),
+        (64, 4, 3.0, 1, {}),  # 8-GPU jobs are two-node gangs here
+        (128, 8, 2.5, 2, {"gangs_preempt_every_pass": True, "max_victim_ratio": 2.0}),
+        (64, 8, 3.0, 3, {"boost_interactive": False}),
+        (64, 8, 3.0, 4, {"protect_unallocated": True}),
+        (64, 8, 3.0, 5, {"backfill_reservation": True}),  # nodes kept out by the reservation
+        (64, 8, 3.0, 6, {"interactive_reserve": 0.3, "reserve_min_nodes": 1}),  # lent borrowers
+        (64, 8, 3.0, 7, {"pack_victims": False}),  # the first candidates in the walk's own order
+    ],
+    ids=[
+        "64x8",
+        "64x4",
+        "128x8-every-pass",
+        "64x8-no-boost",
+        "64x8-protected-unallocated",
+        "64x8-reservation",
+        "64x8-large-reserve",
+        "64x8-no-packing",
+    ],
+)
 
 
 @CASES
 def test_a_ruled_out_search_finds_no_victims_when_walked(gpus, per, demand, seed, knobs):
-    config = il.SimConfig(policy="impactful", gpus=gpus, gpus_per_node=per, days=3.0, demand=demand, seed=seed,
-                          policy_knobs=knobs)
+    config = il.SimConfig(
+        policy="impactful",
+        gpus=gpus,
+        gpus_per_node=per,
+        days=3.0,
+        demand=demand,
+        seed=seed,
+        policy_knobs=knobs,
+    )
     work = il.generate(config.generator())
     policy = WalkedToo(**knobs)
     il.simulate(config, trace=work.trace, budgets=work.tree, policy=policy)
     wrong = [k for k, (ruled_out, found) in enumerate(policy.seen) if ruled_out and found]
     assert not wrong, f"searches {wrong[:5]} were ruled out but the walk found victims"
     assert any(ruled_out for ruled_out, _ in policy.seen), "the shortcut never ruled a search out"
-    assert any(found for _, found in policy.seen), "no whole-node search succeeded: the case proves little"
+    assert any(found for _, found in policy.seen), (
+        "no whole-node search succeeded: the case proves little"
+    )
 
 
 @CASES
 def test_a_single_node_search_chooses_what_the_full_walk_chooses(gpus, per, demand, seed, knobs):
     """Single-node searches decided without the full walk (failing at once, or walking only
     the unallocated and lent candidates when they make room) choose the walk's victims."""
-    config = il.SimConfig(policy="impactful", gpus=gpus, gpus_per_node=per, days=3.0, demand=demand, seed=seed,
-                          policy_knobs=knobs)
+    config = il.SimConfig(
+        policy="impactful",
+        gpus=gpus,
+        gpus_per_node=per,
+        days=3.0,
+        demand=demand,
+        seed=seed,
+        policy_knobs=knobs,
+    )
     work = il.generate(config.generator())
     policy = SearchedToo(**knobs)
     il.simulate(config, trace=work.trace, budgets=work.tree, policy=policy)
     wrong = [k for k, (chosen, walked) in enumerate(policy.seen) if chosen != walked]
-    assert not wrong, f"searches {wrong[:5]} chose {[policy.seen[k] for k in wrong[:3]]} (chosen, walked)"
-    assert any(chosen for chosen, _ in policy.seen), "no single-node search succeeded: the case proves little"
+    assert not wrong, (
+        f"searches {wrong[:5]} chose {[policy.seen[k] for k in wrong[:3]]} (chosen, walked)"
+    )
+    assert any(chosen for chosen, _ in policy.seen), (
+        "no single-node search succeeded: the case proves little"
+    )
 
 
 def test_a_gang_takes_a_far_victim_that_passes_only_with_a_cousin_gone():
@@ -109,42 +148,101 @@ def test_a_gang_takes_a_far_victim_that_passes_only_with_a_cousin_gone():
     #      (0.15 + (8 + 16 - 8) / 16) / 0.8 = 1.44 with v_a2 gone: v_b1 goes too. Counted
     #      without v_a2 gone, A would be at (0.15 + (8 + 16) / 16) / 0.8 = 2.06 > 1.65.
     # So the gang starts at 6600 only if the shortcut allows for the cousin's GPUs.
-    tree = il.BudgetTree.from_dict({"name": "root", "children": [
-        {"name": "A", "share": 4, "children": [{"name": "a1", "share": 7}, {"name": "a2", "share": 1}]},
-        {"name": "B", "share": 1, "children": [{"name": "b1", "share": 1}]}]})
+    tree = il.BudgetTree.from_dict(
+        {
+            "name": "root",
+            "children": [
+                {
+                    "name": "A",
+                    "share": 4,
+                    "children": [{"name": "a1", "share": 7}, {"name": "a2", "share": 1}],
+                },
+                {"name": "B", "share": 1, "children": [{"name": "b1", "share": 1}]},
+            ],
+        }
+    )
 
     def job(job_id, submit_s, project, gpus):
-        return {"job_id": job_id, "submit_s": submit_s, "project": project, "gpus": gpus,
-                "duration_s": 100_000.0, "kind": "training", "min_runtime_s": 0.0, "checkpoint_s": 0.0}
+        return {
+            "job_id": job_id,
+            "submit_s": submit_s,
+            "project": project,
+            "gpus": gpus,
+            "duration_s": 100_000.0,
+            "kind": "training",
+            "min_runtime_s": 0.0,
+            "checkpoint_s": 0.0,
+        }
 
     rows = [job("v_b1", 0.0, "b1", 8), job("v_a2", 3600.0, "a2", 8), job("j", 6600.0, "a1", 16)]
-    knobs = {"window_days": 10_000 / DAY_S, "refresh_s": 100.0, "drain_for_gangs": False, "interactive_reserve": 0.0}
-    log = run_tiny(rows, policy="impactful", gpus=16, horizon_s=8000.0, budgets=tree, policy_knobs=knobs).events
+    knobs = {
+        "window_days": 10_000 / DAY_S,
+        "refresh_s": 100.0,
+        "drain_for_gangs": False,
+        "interactive_reserve": 0.0,
+    }
+    log = run_tiny(
+        rows, policy="impactful", gpus=16, horizon_s=8000.0, budgets=tree, policy_knobs=knobs
+    ).events
     preempted = log[log.event == "preempt"]
     assert preempted[["t_s", "job_id"]].values.tolist() == [[6600.0, "v_a2"], [6600.0, "v_b1"]]
     assert log[(log.event == "start") & (log.job_id == "j")].t_s.tolist() == [6600.0]
 
 
-
 #: The knobs of the cousin cases below: a 10,000 s window, refreshes every 100 s, no drain and
 #: no reserve, so only the fair-share rules decide; protection up to 48 h.
-COUSIN_KNOBS = {"window_days": 10_000 / DAY_S, "refresh_s": 100.0, "drain_for_gangs": False,
-                "interactive_reserve": 0.0, "cap_hours": 48.0}
+COUSIN_KNOBS = {
+    "window_days": 10_000 / DAY_S,
+    "refresh_s": 100.0,
+    "drain_for_gangs": False,
+    "interactive_reserve": 0.0,
+    "cap_hours": 48.0,
+}
 
 
 def run_cousins(shares, rows, gpus, until_s, policy):
     """Run ``policy`` (built with ``COUSIN_KNOBS``) on the tree A (share 4) over a1 and a2
     (``shares``), B (share 1) over b1, with ``rows`` as (job, submit, project, GPUs, declared
     minimum runtime), each running 100,000 s; the event log."""
-    tree = il.BudgetTree.from_dict({"name": "root", "children": [
-        {"name": "A", "share": 4, "children": [{"name": "a1", "share": shares[0]}, {"name": "a2", "share": shares[1]}]},
-        {"name": "B", "share": 1, "children": [{"name": "b1", "share": 1}]}]})
-    trace = pd.DataFrame([
-        {"job_id": job_id, "submit_s": submit_s, "project": project, "gpus": size, "duration_s": 100_000.0,
-         "kind": "training", "min_runtime_s": min_runtime_s, "checkpoint_s": 0.0}
-        for job_id, submit_s, project, size, min_runtime_s in rows])
-    config = il.SimConfig(policy="impactful", gpus=gpus, days=until_s / DAY_S, warmup_days=0.0,
-                          policy_knobs=COUSIN_KNOBS, **INSTANT)
+    tree = il.BudgetTree.from_dict(
+        {
+            "name": "root",
+            "children": [
+                {
+                    "name": "A",
+                    "share": 4,
+                    "children": [
+                        {"name": "a1", "share": shares[0]},
+                        {"name": "a2", "share": shares[1]},
+                    ],
+                },
+                {"name": "B", "share": 1, "children": [{"name": "b1", "share": 1}]},
+            ],
+        }
+    )
+    trace = pd.DataFrame(
+        [
+            {
+                "job_id": job_id,
+                "submit_s": submit_s,
+                "project": project,
+                "gpus": size,
+                "duration_s": 100_000.0,
+                "kind": "training",
+                "min_runtime_s": min_runtime_s,
+                "checkpoint_s": 0.0,
+            }
+            for job_id, submit_s, project, size, min_runtime_s in rows
+        ]
+    )
+    config = il.SimConfig(
+        policy="impactful",
+        gpus=gpus,
+        days=until_s / DAY_S,
+        warmup_days=0.0,
+        policy_knobs=COUSIN_KNOBS,
+        **INSTANT,
+    )
     return il.simulate(config, trace=trace, budgets=tree, policy=policy).events
 
 
@@ -159,8 +257,13 @@ def test_a_protected_cousin_gives_the_gang_no_relief_so_its_search_is_ruled_out(
     # Counting v_a2's GPUs as relief, A would be at (0.36 + 24 / 32) / 0.8 = 1.39 and the
     # shortcut would have walked; v_a2 is protected, no walk can free it, so the shortcut
     # (which counts only open GPUs under A) rules the search out.
-    rows = [("w_a1", 0.0, "a1", 8, 100_000.0), ("v_a2", 3600.0, "a2", 8, 100_000.0),
-            ("v_b1", 8000.0, "b1", 8, 0.0), ("v_b2", 8000.0, "b1", 8, 0.0), ("j", 9000.0, "a1", 16, 0.0)]
+    rows = [
+        ("w_a1", 0.0, "a1", 8, 100_000.0),
+        ("v_a2", 3600.0, "a2", 8, 100_000.0),
+        ("v_b1", 8000.0, "b1", 8, 0.0),
+        ("v_b2", 8000.0, "b1", 8, 0.0),
+        ("j", 9000.0, "a1", 16, 0.0),
+    ]
     policy = WalkedToo(**COUSIN_KNOBS)
     log = run_cousins((7, 1), rows, 32, 9500.0, policy)
     assert not (log.event == "preempt").any()
@@ -182,12 +285,19 @@ def test_a_cousin_that_cannot_pass_its_own_swap_gives_the_gang_no_relief():
     # the shortcut would walk. But a2 can lose nothing and still pass a1's swap (a1 at 9.75
     # against a2's 0.32 before it loses any), so it gives no relief, and the shortcut rules
     # every search out.
-    rows = [("w_a1", 0.0, "a1", 8, 100_000.0), ("v_a2", 0.0, "a2", 8, 0.0),
-            ("v_b1", 7000.0, "b1", 8, 0.0), ("v_b2", 7000.0, "b1", 8, 0.0), ("j", 9000.0, "a1", 16, 0.0)]
+    rows = [
+        ("w_a1", 0.0, "a1", 8, 100_000.0),
+        ("v_a2", 0.0, "a2", 8, 0.0),
+        ("v_b1", 7000.0, "b1", 8, 0.0),
+        ("v_b2", 7000.0, "b1", 8, 0.0),
+        ("j", 9000.0, "a1", 16, 0.0),
+    ]
     policy = WalkedToo(**COUSIN_KNOBS)
     log = run_cousins((1, 7), rows, 32, 9150.0, policy)
     assert not (log.event == "preempt").any()
-    assert len(policy.seen) == 2 and all(ruled_out and not found for ruled_out, found in policy.seen)
+    assert len(policy.seen) == 2 and all(
+        ruled_out and not found for ruled_out, found in policy.seen
+    )
 
 
 @dataclass
@@ -203,27 +313,52 @@ class RoomProbe(Impactful):
         if job.job_id == "j" and sched.now not in self.rooms:
             self.open.refresh(sched.now, sched.shielded)
             names = self.ctx.tree.names
-            self.rooms[sched.now] = {names[side]: gpus for side, gpus in
-                                     self.fair.most_taken(job.leaf, job.held, self.open.gpus).items()}
+            self.rooms[sched.now] = {
+                names[side]: gpus
+                for side, gpus in self.fair.most_taken(job.leaf, job.held, self.open.gpus).items()
+            }
         return super().make_room(sched, j)
 
 
-@pytest.mark.parametrize(("shares", "rows", "gpus", "at", "expected"), [
-    # The case above: a1 (0.1) with j is served (0.225 + 24/32) / 0.1 = 9.75, so a2 (0.7, used
-    # 0.225, 8 GPUs held) can lose 8 + 32 x (0.225 - 9.75 x 0.7) < 0: no relief for A. A with j
-    # is then served (0.45 + 32/32) / 0.8 = 1.8125, and B (0.2, used 0.1, 16 held) can lose
-    # 16 + 32 x (0.1 - 1.8125 x 0.2) = 7.6 GPUs: not one 8-GPU victim.
-    ((1, 7), [("w_a1", 0.0, "a1", 8, 100_000.0), ("v_a2", 0.0, "a2", 8, 0.0), ("v_b1", 7000.0, "b1", 8, 0.0),
-              ("v_b2", 7000.0, "b1", 8, 0.0), ("j", 9000.0, "a1", 16, 0.0)], 32, 9000.0,
-     {"a2": 8 + 32 * (0.225 - 9.75 * 0.7), "B": 7.6}),
-    # The far-victim case above (16 GPUs): a1 (0.7, nothing used) with j is served 1 / 0.7, so
-    # a2 (0.1, used 8 x 3000 / 160,000 = 0.15, 8 held) can lose 8 + 16 x (0.15 - 0.1 / 0.7) =
-    # 8.11 GPUs: all its 8 open ones are relief for A. A with j, less those 8, is served (0.15 +
-    # 16/16) / 0.8 = 1.4375, and B (used 8 x 6600 / 160,000 = 0.33, 8 held) can lose 8 + 16 x
-    # (0.33 - 1.4375 x 0.2) = 8.68: one 8-GPU victim.
-    ((7, 1), [("v_b1", 0.0, "b1", 8, 0.0), ("v_a2", 3600.0, "a2", 8, 0.0), ("j", 6600.0, "a1", 16, 0.0)], 16,
-     6600.0, {"a2": 8 + 16 * (0.15 - 0.1 / 0.7), "B": 8.68}),
-], ids=["cousin-gives-nothing", "cousin-gives-all"])
+@pytest.mark.parametrize(
+    ("shares", "rows", "gpus", "at", "expected"),
+    [
+        # The case above: a1 (0.1) with j is served (0.225 + 24/32) / 0.1 = 9.75, so a2 (0.7, used
+        # 0.225, 8 GPUs held) can lose 8 + 32 x (0.225 - 9.75 x 0.7) < 0: no relief for A. A with j
+        # is then served (0.45 + 32/32) / 0.8 = 1.8125, and B (0.2, used 0.1, 16 held) can lose
+        # 16 + 32 x (0.1 - 1.8125 x 0.2) = 7.6 GPUs: not one 8-GPU victim.
+        (
+            (1, 7),
+            [
+                ("w_a1", 0.0, "a1", 8, 100_000.0),
+                ("v_a2", 0.0, "a2", 8, 0.0),
+                ("v_b1", 7000.0, "b1", 8, 0.0),
+                ("v_b2", 7000.0, "b1", 8, 0.0),
+                ("j", 9000.0, "a1", 16, 0.0),
+            ],
+            32,
+            9000.0,
+            {"a2": 8 + 32 * (0.225 - 9.75 * 0.7), "B": 7.6},
+        ),
+        # The far-victim case above (16 GPUs): a1 (0.7, nothing used) with j is served 1 / 0.7, so
+        # a2 (0.1, used 8 x 3000 / 160,000 = 0.15, 8 held) can lose 8 + 16 x (0.15 - 0.1 / 0.7) =
+        # 8.11 GPUs: all its 8 open ones are relief for A. A with j, less those 8, is served (0.15 +
+        # 16/16) / 0.8 = 1.4375, and B (used 8 x 6600 / 160,000 = 0.33, 8 held) can lose 8 + 16 x
+        # (0.33 - 1.4375 x 0.2) = 8.68: one 8-GPU victim.
+        (
+            (7, 1),
+            [
+                ("v_b1", 0.0, "b1", 8, 0.0),
+                ("v_a2", 3600.0, "a2", 8, 0.0),
+                ("j", 6600.0, "a1", 16, 0.0),
+            ],
+            16,
+            6600.0,
+            {"a2": 8 + 16 * (0.15 - 0.1 / 0.7), "B": 8.68},
+        ),
+    ],
+    ids=["cousin-gives-nothing", "cousin-gives-all"],
+)
 def test_what_a_walk_could_take_from_each_side_by_hand(shares, rows, gpus, at, expected):
     policy = RoomProbe(**COUSIN_KNOBS)
     run_cousins(shares, rows, gpus, at + 50.0, policy)

@@ -20,8 +20,8 @@ import pytest
 
 import impactlab as il
 from impactlab import charts, cli
-from impactlab.report import build_report
-from impactlab.sweep import (
+from impactlab.notebook.report import build_report
+from impactlab.runs.sweep import (
     SweepError,
     load_sweep,
     plan,
@@ -31,7 +31,7 @@ from impactlab.sweep import (
     worker_policies,
 )
 
-sweep_module = importlib.import_module("impactlab.sweep")  # ``impactlab.sweep`` is the function
+sweep_module = importlib.import_module("impactlab.runs.sweep")
 ROOT = Path(__file__).resolve().parent.parent
 BASE = il.SimConfig(gpus=16, days=1)
 # "shortest" is registered by conftest as "plugin_policy:ShortestFirst": workers must load it too
@@ -97,7 +97,9 @@ def test_a_dask_local_cluster_matches_serial_exactly(serial):
 
 
 @dataclass
-class LocalPolicy(il.BasePolicy):  # stands for a class typed into a notebook: not importable by name
+class LocalPolicy(
+    il.BasePolicy
+):  # stands for a class typed into a notebook: not importable by name
     name = "local"
 
     def schedule(self, now, sched):
@@ -113,15 +115,18 @@ def test_a_policy_workers_cannot_import_is_explained_before_the_sweep(monkeypatc
             worker_policies(runs, "processes")
         assert worker_policies(runs, "dask") == {"local": LocalPolicy}  # shipped by value
         assert worker_policies(plan(BASE, {"policy": ["shortest"]}), "processes") == {
-            "shortest": "plugin_policy:ShortestFirst"}
+            "shortest": "plugin_policy:ShortestFirst"
+        }
     finally:
-        importlib.import_module("impactlab.registry").unregister_policy("local")
+        importlib.import_module("impactlab.base.registry").unregister_policy("local")
 
 
 # ----- files, resume, failures ------------------------------------------------------------------
 def test_each_run_is_filed_and_loads_back(serial):
     frame, out = serial
-    assert len(list((out / "runs").glob("*.parquet"))) == len(list((out / "runs").glob("*.json"))) == 8
+    assert (
+        len(list((out / "runs").glob("*.parquet"))) == len(list((out / "runs").glob("*.json"))) == 8
+    )
     record = json.loads((out / "runs" / f"{frame['run_key'][0]}.json").read_text())
     row = frame.iloc[0]
     for name, value in il.SimConfig.from_dict(record["config"]).flat().items():
@@ -143,7 +148,11 @@ def test_a_killed_sweep_resumes_without_redoing_finished_runs(tmp_path, monkeypa
     code = RESUMABLE.replace("OUT", repr(str(out)))
     child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=env, cwd=ROOT)
     deadline = time.monotonic() + 60
-    while len(list(out.glob("runs/*.json"))) < 3 and time.monotonic() < deadline and child.poll() is None:
+    while (
+        len(list(out.glob("runs/*.json"))) < 3
+        and time.monotonic() < deadline
+        and child.poll() is None
+    ):
         time.sleep(0.02)
     child.send_signal(signal.SIGKILL)
     child.wait()
@@ -152,33 +161,58 @@ def test_a_killed_sweep_resumes_without_redoing_finished_runs(tmp_path, monkeypa
     ran = []
     real = sweep_module.run_one
     monkeypatch.setattr(sweep_module, "run_one", lambda *a: ran.append(a) or real(*a))
-    frame = sweep(il.SimConfig(gpus=16, days=1), {"cap_hours": [1, 8]}, seeds=range(10), backend="serial",
-                  progress=False, out=out)
+    frame = sweep(
+        il.SimConfig(gpus=16, days=1),
+        {"cap_hours": [1, 8]},
+        seeds=range(10),
+        backend="serial",
+        progress=False,
+        out=out,
+    )
     assert len(frame) == 20 and (frame["status"] == "ok").all()
     assert len(ran) == 20 - len(finished)
     assert all(p.stat().st_mtime_ns == mtime for p, mtime in finished.items())
-    fresh = sweep(il.SimConfig(gpus=16, days=1), {"cap_hours": [1, 8]}, seeds=range(10), backend="serial",
-                  progress=False)
+    fresh = sweep(
+        il.SimConfig(gpus=16, days=1),
+        {"cap_hours": [1, 8]},
+        seeds=range(10),
+        backend="serial",
+        progress=False,
+    )
     pd.testing.assert_frame_equal(comparable(frame), comparable(fresh), check_dtype=False)
 
 
 def test_a_failing_run_is_recorded_and_the_others_run(tmp_path):
     missing = str(tmp_path / "no-such-trace.csv")
-    frame = sweep(BASE, {"trace_path": [None, missing]}, backend="serial", progress=False, out=tmp_path / "s")
+    frame = sweep(
+        BASE, {"trace_path": [None, missing]}, backend="serial", progress=False, out=tmp_path / "s"
+    )
     bad = frame[frame["status"] == "error"]
     assert list(frame["status"]) == ["ok", "error"] and frame.loc[0, "impact"] > 0
     assert "no-such-trace.csv" in bad["error"].iloc[0] and math.isnan(bad["impact"].iloc[0])
     record = json.loads((tmp_path / "s" / "runs" / f"{bad['run_key'].iloc[0]}.json").read_text())
     assert record["config"]["trace_path"] == missing and "Traceback" in record["traceback"]
-    again = sweep(BASE, {"trace_path": [None, missing]}, backend="serial", progress=False, out=tmp_path / "s")
-    assert list(again["status"]) == ["ok", "error"]  # failed runs are retried, finished ones are not
+    again = sweep(
+        BASE, {"trace_path": [None, missing]}, backend="serial", progress=False, out=tmp_path / "s"
+    )
+    assert list(again["status"]) == [
+        "ok",
+        "error",
+    ]  # failed runs are retried, finished ones are not
     assert "no-such-trace.csv" in build_report(tmp_path / "s")
 
 
 # ----- statistics and charts --------------------------------------------------------------------
 def test_mean_and_t_interval_across_seeds_by_hand():
-    frame = pd.DataFrame({"policy": ["a"] * 3 + ["b"], "seed": [0, 1, 2, 0], "point_key": ["p"] * 3 + ["q"],
-                          "status": "ok", "impact": [1.0, 2.0, 3.0, 5.0]})
+    frame = pd.DataFrame(
+        {
+            "policy": ["a"] * 3 + ["b"],
+            "seed": [0, 1, 2, 0],
+            "point_key": ["p"] * 3 + ["q"],
+            "status": "ok",
+            "impact": [1.0, 2.0, 3.0, 5.0],
+        }
+    )
     stats = summarise_sweep(frame).set_index("point_key")
     assert stats.loc["p", "mean"] == 2.0 and stats.loc["p", "n"] == 3
     assert stats.loc["p", "ci_high"] - 2.0 == pytest.approx(4.3027 / math.sqrt(3), abs=1e-9)
@@ -194,7 +228,10 @@ def test_t_quantiles_match_scipy():
 
 def test_sweep_charts_build_and_serialise(serial):
     stats = summarise_sweep(serial[0])
-    for chart in (charts.sweep_lines(stats, "cap_hours", "impact"), charts.tradeoff(stats, "impact", "wait_p90_s.all")):
+    for chart in (
+        charts.sweep_lines(stats, "cap_hours", "impact"),
+        charts.tradeoff(stats, "impact", "wait_p90_s.all"),
+    ):
         spec = chart.to_dict()
         assert spec["layer"] and len(json.dumps(spec)) < 100_000
     with pytest.raises(ValueError, match="no metric"):
@@ -231,8 +268,19 @@ def test_cli_sweep_then_report(tmp_path, capsys):
     grid = tmp_path / "grid.yaml"
     grid.write_text("grid:\n  cap_hours: [1, 8]\nseeds: 0-1\nbase: {gpus: 16}\n")
     out, html = tmp_path / "sweep", tmp_path / "report.html"
-    args = ["sweep", str(grid), "--days", "1", "--grid", "policy=legacy,impactful", "--backend", "serial",
-            "--no-progress", "--out", str(out)]
+    args = [
+        "sweep",
+        str(grid),
+        "--days",
+        "1",
+        "--grid",
+        "policy=legacy,impactful",
+        "--backend",
+        "serial",
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
     assert cli.main(args) == 0
     table = capsys.readouterr().out
     assert "policy=impactful cap_hours=8" in table and "policy=legacy" in table
@@ -245,10 +293,16 @@ def test_cli_sweep_then_report(tmp_path, capsys):
 
 def test_a_given_dask_client_is_used_and_left_open(serial):
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
-        frame = sweep(BASE, {"cap_hours": [1, 8]}, SEEDS, backend="dask", client=client, progress=False)
+    with (
+        distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        frame = sweep(
+            BASE, {"cap_hours": [1, 8]}, SEEDS, backend="dask", client=client, progress=False
+        )
         assert client.status == "running"
-    mine = serial[0].loc[serial[0]["policy"] == "impactful", list(frame.columns)]  # no other policy's knobs
+    mine = serial[0].loc[
+        serial[0]["policy"] == "impactful", list(frame.columns)
+    ]  # no other policy's knobs
     # values, not dtypes: a knob column is int in a frame of one policy, float beside others
     pd.testing.assert_frame_equal(missing_as_none(frame), missing_as_none(mine), check_dtype=False)

@@ -12,25 +12,46 @@ from pathlib import Path
 import pytest
 
 from impactlab import cli
-from impactlab.machine import PARENT_BYTES, WORKER_BYTES, Resources, resources
-from impactlab.sweep import SweepError, parse_seeds
+from impactlab.runs.machine import PARENT_BYTES, WORKER_BYTES, Resources, resources
+from impactlab.runs.sweep import SweepError, parse_seeds
 
 GIB = 2**30
 
 
 # ----- seeds ------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("text", "seeds"), [("0-5", [0, 1, 2, 3, 4, 5]), ("3", [3]), ("0,3,7", [0, 3, 7]),
-                                             ("0-2,7", [0, 1, 2, 7]), (" 4 - 5 ", [4, 5]), ("3-3", [3]), (2, [2])])
+@pytest.mark.parametrize(
+    ("text", "seeds"),
+    [
+        ("0-5", [0, 1, 2, 3, 4, 5]),
+        ("3", [3]),
+        ("0,3,7", [0, 3, 7]),
+        ("0-2,7", [0, 1, 2, 7]),
+        (" 4 - 5 ", [4, 5]),
+        ("3-3", [3]),
+        (2, [2]),
+    ],
+)
 def test_seeds_written_as_text(text, seeds):
     assert parse_seeds(text) == seeds
 
 
-@pytest.mark.parametrize(("text", "says"), [("5-0", "runs backwards (did you mean 0-5?)"), ("3-3x", "bad part '3-3x'"),
-                                            ("", "bad part ''"), ("0,,2", "bad part ''"), ("-1", "bad part '-1'"),
-                                            ("1-", "bad part '1-'"), ("0-2,1", "seed 1 is given more than once"),
-                                            ("a", "bad part 'a'")])
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("5-0", "runs backwards (did you mean 0-5?)"),
+        ("3-3x", "bad part '3-3x'"),
+        ("", "bad part ''"),
+        ("0,,2", "bad part ''"),
+        ("-1", "bad part '-1'"),
+        ("1-", "bad part '1-'"),
+        ("0-2,1", "seed 1 is given more than once"),
+        ("a", "bad part 'a'"),
+    ],
+)
 def test_bad_seeds_are_refused_never_read_as_fewer(text, says):
-    with pytest.raises(SweepError, match=f"{says.replace('(', '[(]').replace(')', '[)]').replace('?', '[?]')}"):
+    with pytest.raises(
+        SweepError, match=f"{says.replace('(', '[(]').replace(')', '[)]').replace('?', '[?]')}"
+    ):
         parse_seeds(text)
 
 
@@ -56,14 +77,18 @@ import impactlab as il
 warnings.simplefilter("always")
 {body}
 """
-CALL = ('frame = il.sweep(il.SimConfig(gpus=8, days=0.25), {"policy": ["fifo", "legacy"]}, '
-        'backend="processes", workers=2, progress=False)\nprint("runs", len(frame), set(frame["status"]))')
+CALL = (
+    'frame = il.sweep(il.SimConfig(gpus=8, days=0.25), {"policy": ["fifo", "legacy"]}, '
+    'backend="processes", workers=2, progress=False)\nprint("runs", len(frame), set(frame["status"]))'
+)
 
 
 def run_script(tmp_path: Path, body: str) -> subprocess.CompletedProcess[str]:
     path = tmp_path / "my_sweep.py"
     path.write_text(SCRIPT.format(body=body))
-    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    return subprocess.run(
+        [sys.executable, str(path)], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
 
 
 def test_a_sweep_at_a_scripts_top_level_runs_serially_and_says_why(tmp_path):
@@ -76,7 +101,11 @@ def test_a_sweep_at_a_scripts_top_level_runs_serially_and_says_why(tmp_path):
 
 
 def test_a_sweep_under_the_guard_or_in_a_function_called_from_it_is_not_warned(tmp_path):
-    body = "def main():\n" + textwrap.indent(CALL, "    ") + "\n\nif __name__ == '__main__':\n    main()\n"
+    body = (
+        "def main():\n"
+        + textwrap.indent(CALL, "    ")
+        + "\n\nif __name__ == '__main__':\n    main()\n"
+    )
     done = run_script(tmp_path, body)
     assert done.returncode == 0, done.stderr
     assert "runs 2 {'ok'}" in done.stdout and "RuntimeWarning" not in done.stderr
@@ -104,19 +133,29 @@ def test_a_binder_pod_of_one_cpu_and_2_gb_gets_one_worker(tmp_path):
     found = resources(fake_cgroup(tmp_path, "100000 100000", str(2 * GIB)), environ={})
     assert (found.cpus, found.memory_bytes) == (1.0, 2 * GIB)
     assert found.workers(40) == 1
-    assert "1 CPUs (cgroup cpu.max)" in found.describe() and "2.0 GiB (cgroup memory.max)" in found.describe()
+    assert (
+        "1 CPUs (cgroup cpu.max)" in found.describe()
+        and "2.0 GiB (cgroup memory.max)" in found.describe()
+    )
 
 
 def test_jupyterhub_limits_from_the_environment_count_too(tmp_path):
-    found = resources(fake_cgroup(tmp_path, "max 100000", "max"), environ={"CPU_LIMIT": "1.0",
-                                                                           "MEM_LIMIT": str(2 * GIB)})
-    assert found.cpus == min(1.0, len(os.sched_getaffinity(0))) and found.cpus_from in ("CPU_LIMIT", "CPU affinity")
+    found = resources(
+        fake_cgroup(tmp_path, "max 100000", "max"),
+        environ={"CPU_LIMIT": "1.0", "MEM_LIMIT": str(2 * GIB)},
+    )
+    assert found.cpus == min(1.0, len(os.sched_getaffinity(0))) and found.cpus_from in (
+        "CPU_LIMIT",
+        "CPU affinity",
+    )
     assert found.memory_bytes == 2 * GIB and found.memory_from == "MEM_LIMIT"
     assert found.workers(40) == 1
 
 
 def test_memory_bounds_the_workers_when_cpus_are_plenty():
-    roomy_cpus = Resources(cpus=16, memory_bytes=PARENT_BYTES + 3 * WORKER_BYTES + 1, cpus_from="t", memory_from="t")
+    roomy_cpus = Resources(
+        cpus=16, memory_bytes=PARENT_BYTES + 3 * WORKER_BYTES + 1, cpus_from="t", memory_from="t"
+    )
     assert roomy_cpus.workers(40) == 3
     assert roomy_cpus.workers(2) == 2  # never more workers than runs
     assert Resources(2.5, None, "t", "t").workers(40) == 2  # a fractional quota rounds down

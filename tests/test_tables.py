@@ -14,15 +14,33 @@ from hypothesis import strategies as st
 
 import impactlab as il
 from impactlab import BudgetTree
-from impactlab.tables import NICE_BUCKETS_S, bucket_edges, bucket_order, bucket_size, free_steps, gang_bucket
+from impactlab.analysis.tables import (
+    NICE_BUCKETS_S,
+    bucket_edges,
+    bucket_order,
+    bucket_size,
+    free_steps,
+    gang_bucket,
+)
 
 approx = pytest.approx
 H = 3600.0
 
 FRAGMENTATION = ["gang_idle", "gang_wait_series", "free_block_series"]
-TABLES = ("wait_quantiles", "wait_cdf", "wait_by_size", "preemption_series", "preemptions_by_kind",
-          "share_series", "pyramid_series", "queue_series", "gantt", "gang_idle", "gang_wait_series",
-          "free_block_series")
+TABLES = (
+    "wait_quantiles",
+    "wait_cdf",
+    "wait_by_size",
+    "preemption_series",
+    "preemptions_by_kind",
+    "share_series",
+    "pyramid_series",
+    "queue_series",
+    "gantt",
+    "gang_idle",
+    "gang_wait_series",
+    "free_block_series",
+)
 COLUMNS = {
     "wait_quantiles": ["by", "group", "quantile", "wait_s", "wait_h", "n"],
     "wait_cdf": ["kind", "wait_h", "fraction"],
@@ -33,15 +51,36 @@ COLUMNS = {
     "pyramid_series": ["t_h", "metric", "value"],
     "queue_series": ["t_h", "kind", "queued_jobs", "queued_gpus"],
     "gantt": ["node", "job_id", "kind", "funded", "gpus_on_node", "start_h", "end_h"],
-    "gang_idle": ["bucket", "gangs", "waiting_h", "queued_gpu_hours", "idle_gpu_hours", "lent_gpu_hours"],
-    "gang_wait_series": ["t_h", "gangs_waiting", "queued_gpus", "smallest_waiting_gpus", "idle_gpu_hours",
-                         "lent_gpu_hours"],
-    "free_block_series": ["t_h", "free_gpus", "largest_free_gpus", "open_gpus", "largest_open_gpus"],
+    "gang_idle": [
+        "bucket",
+        "gangs",
+        "waiting_h",
+        "queued_gpu_hours",
+        "idle_gpu_hours",
+        "lent_gpu_hours",
+    ],
+    "gang_wait_series": [
+        "t_h",
+        "gangs_waiting",
+        "queued_gpus",
+        "smallest_waiting_gpus",
+        "idle_gpu_hours",
+        "lent_gpu_hours",
+    ],
+    "free_block_series": [
+        "t_h",
+        "free_gpus",
+        "largest_free_gpus",
+        "open_gpus",
+        "largest_open_gpus",
+    ],
 }
 
 #: root -> prog (p, q) and r, all shares equal: prog 1/2, p 1/4, q 1/4, r 1/2.
-PROG_TREE = {"name": "root", "children": [
-    {"name": "prog", "children": [{"name": "p"}, {"name": "q"}]}, {"name": "r"}]}
+PROG_TREE = {
+    "name": "root",
+    "children": [{"name": "prog", "children": [{"name": "p"}, {"name": "q"}]}, {"name": "r"}],
+}
 
 
 def job(job_id: str, submit_s: float, gpus: int, duration_s: float, **more) -> dict:
@@ -54,24 +93,32 @@ def fifo_node():
     """FIFO on one 8-GPU node for 2 h (buckets of 1 h). a (p, training, 8 GPUs) runs 0-1800;
     b (q, debug, 4 GPUs) waits 1800 s and runs 1800-3600; c (unallocated, debug, 4 GPUs) arrives
     at 600, waits 1200 s and runs 1800-5400."""
-    rows = [job("a", 0, 8, 1800, project="p", kind="training"),
-            job("b", 0, 4, 1800, project="q", kind="debug"),
-            job("c", 600, 4, 3600, project="", kind="debug")]
-    result = run_tiny(rows, policy="fifo", gpus=8, horizon_s=2 * H, budgets=BudgetTree.from_dict(PROG_TREE))
+    rows = [
+        job("a", 0, 8, 1800, project="p", kind="training"),
+        job("b", 0, 4, 1800, project="q", kind="debug"),
+        job("c", 600, 4, 3600, project="", kind="debug"),
+    ]
+    result = run_tiny(
+        rows, policy="fifo", gpus=8, horizon_s=2 * H, budgets=BudgetTree.from_dict(PROG_TREE)
+    )
     return replace(result, label="tiny")
 
 
 def legacy_preemption():
     """L (training, 8 GPUs, checkpoint every 300 s) is preempted at 500 by H (debug), loses 200 s,
     waits until 600 and restarts with 60 s of overhead (horizon 2000: one bucket)."""
-    rows = [job("L", 0, 8, 1000, project="p", priority=0, checkpoint_s=300, kind="training"),
-            job("H", 500, 8, 100, project="", priority=1, kind="debug")]
+    rows = [
+        job("L", 0, 8, 1000, project="p", priority=0, checkpoint_s=300, kind="training"),
+        job("H", 500, 8, 100, project="", priority=1, kind="debug"),
+    ]
     return run_tiny(rows, policy="legacy", gpus=8, horizon_s=2000.0, restart_overhead_s=60.0)
 
 
 # ----- buckets ----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("horizon_h, expected_h", [(2, 1), (200, 1), (201, 2), (720, 6), (24 * 90, 12),
-                                                    (24 * 365, 48), (24 * 7 * 199, 168)])
+@pytest.mark.parametrize(
+    "horizon_h, expected_h",
+    [(2, 1), (200, 1), (201, 2), (720, 6), (24 * 90, 12), (24 * 365, 48), (24 * 7 * 199, 168)],
+)
 def test_bucket_size_is_the_smallest_nice_size_giving_at_most_200_buckets(horizon_h, expected_h):
     assert bucket_size(horizon_h * H) == expected_h * H
 
@@ -155,15 +202,33 @@ def test_wait_by_size_of_funded_or_unallocated_work_alone(fifo_node):
         fifo_node.wait_by_size("lent")
 
 
-@pytest.mark.parametrize("gpus, label", [(1, "1"), (2, "2"), (3, "3-4"), (4, "3-4"), (5, "5-8"), (9, "9-16"),
-                                         (16, "9-16"), (17, "17-32"), (256, "129-256"), (257, "257-512")])
+@pytest.mark.parametrize(
+    "gpus, label",
+    [
+        (1, "1"),
+        (2, "2"),
+        (3, "3-4"),
+        (4, "3-4"),
+        (5, "5-8"),
+        (9, "9-16"),
+        (16, "9-16"),
+        (17, "17-32"),
+        (256, "129-256"),
+        (257, "257-512"),
+    ],
+)
 def test_gang_buckets_are_powers_of_two(gpus, label):
     assert gang_bucket(pd.Series([gpus])).tolist() == [label]
 
 
 def test_bucket_order_sorts_buckets_by_size():
-    assert bucket_order(pd.Series(["9-16", "1", "129-256", "3-4", "9-16", "17-32"])) == \
-        ["1", "3-4", "9-16", "17-32", "129-256"]
+    assert bucket_order(pd.Series(["9-16", "1", "129-256", "3-4", "9-16", "17-32"])) == [
+        "1",
+        "3-4",
+        "9-16",
+        "17-32",
+        "129-256",
+    ]
 
 
 # ----- preemptions ------------------------------------------------------------------------------------
@@ -171,7 +236,9 @@ def test_preemption_tables_by_hand():
     result = legacy_preemption()
     series = result.preemption_series().set_index("kind")
     assert series.loc["training", ["t_h", "preemptions"]].tolist() == [0, 1]
-    assert series.loc["training", "lost_gpu_hours"] == approx(8 * (200 + 60) / H)  # lost work + overhead
+    assert series.loc["training", "lost_gpu_hours"] == approx(
+        8 * (200 + 60) / H
+    )  # lost work + overhead
     assert series.loc["debug", ["preemptions", "lost_gpu_hours"]].tolist() == [0, 0]
     by_kind = result.preemptions_by_kind().set_index("kind")
     assert by_kind.loc["training", ["preemptions", "jobs_preempted"]].tolist() == [1, 1]
@@ -180,8 +247,11 @@ def test_preemption_tables_by_hand():
 
 def test_two_preemptions_of_one_job_count_once_as_a_job_preempted():
     # L restarts at 200 and is preempted at 230, 30 s into its 60 s overhead; it keeps all work
-    rows = [job("L", 0, 8, 1000, priority=0, checkpoint_s=0, kind="training"),
-            job("H1", 100, 8, 100, priority=2, kind="eval"), job("H2", 230, 8, 100, priority=2, kind="eval")]
+    rows = [
+        job("L", 0, 8, 1000, priority=0, checkpoint_s=0, kind="training"),
+        job("H1", 100, 8, 100, priority=2, kind="eval"),
+        job("H2", 230, 8, 100, priority=2, kind="eval"),
+    ]
     result = run_tiny(rows, policy="legacy", gpus=8, horizon_s=2000.0, restart_overhead_s=60.0)
     by_kind = result.preemptions_by_kind().set_index("kind")
     assert by_kind.loc["training", ["preemptions", "jobs_preempted"]].tolist() == [2, 1]
@@ -190,9 +260,11 @@ def test_two_preemptions_of_one_job_count_once_as_a_job_preempted():
 
 
 def test_preemption_series_counts_each_preemption_in_its_bucket():
-    rows = [job("L", 0, 8, 4 * H, priority=0, checkpoint_s=0, kind="training"),
-            job("H1", 1800, 8, 100, priority=2, kind="eval"),
-            job("H2", 2 * H + 10, 8, 100, priority=2, kind="eval")]
+    rows = [
+        job("L", 0, 8, 4 * H, priority=0, checkpoint_s=0, kind="training"),
+        job("H1", 1800, 8, 100, priority=2, kind="eval"),
+        job("H2", 2 * H + 10, 8, 100, priority=2, kind="eval"),
+    ]
     result = run_tiny(rows, policy="legacy", gpus=8, horizon_s=5 * H)
     series = result.preemption_series(bucket_s=H)
     assert series[series["kind"] == "training"]["preemptions"].tolist() == [1, 0, 1, 0, 0]
@@ -203,24 +275,42 @@ def test_preemption_series_counts_each_preemption_in_its_bucket():
 def test_queue_series_by_hand(fifo_node):
     q = fifo_node.queue_series().set_index(["kind", "t_h"])
     # b queued 0-1800 and c 600-1800: 3000 job-seconds of 4 GPUs each in the first hour
-    assert q.loc[("debug", 0.0), ["queued_jobs", "queued_gpus"]].tolist() == approx([3000 / H, 4 * 3000 / H])
+    assert q.loc[("debug", 0.0), ["queued_jobs", "queued_gpus"]].tolist() == approx(
+        [3000 / H, 4 * 3000 / H]
+    )
     assert q.loc[("debug", 1.0), "queued_jobs"] == 0
     assert (q.loc["training", "queued_jobs"] == 0).all()
 
 
 def test_a_requeued_job_is_queued_again_until_its_restart():
     q = legacy_preemption().queue_series().set_index("kind")
-    assert q.loc["training", "queued_jobs"] == approx(100 / 2000)  # requeued at 500, restarted at 600
+    assert q.loc["training", "queued_jobs"] == approx(
+        100 / 2000
+    )  # requeued at 500, restarted at 600
     assert q.loc["training", "queued_gpus"] == approx(8 * 100 / 2000)
 
 
 # ----- capacity: pyramid and shares -------------------------------------------------------------------
 def test_pyramid_series_by_hand(fifo_node):
     p = fifo_node.pyramid_series().pivot(index="t_h", columns="metric", values="value")
-    assert p.loc[0.0].to_dict() == approx({"availability": 1, "occupancy": 1, "occupancy_funded": 0.75,
-                                           "occupancy_unallocated": 0.25, "utilization": 1})
-    assert p.loc[1.0].to_dict() == approx({"availability": 1, "occupancy": 0.25, "occupancy_funded": 0,
-                                           "occupancy_unallocated": 0.25, "utilization": 0.25})
+    assert p.loc[0.0].to_dict() == approx(
+        {
+            "availability": 1,
+            "occupancy": 1,
+            "occupancy_funded": 0.75,
+            "occupancy_unallocated": 0.25,
+            "utilization": 1,
+        }
+    )
+    assert p.loc[1.0].to_dict() == approx(
+        {
+            "availability": 1,
+            "occupancy": 0.25,
+            "occupancy_funded": 0,
+            "occupancy_unallocated": 0.25,
+            "utilization": 0.25,
+        }
+    )
 
 
 def test_pyramid_utilization_leaves_out_overhead_and_lost_work():
@@ -245,8 +335,12 @@ def test_share_series_by_hand(fifo_node):
     assert (s.xs(1.0, level="t_h")[["delivered_share", "owed_share"]] == 0).all().all()
     entitled = s.xs(0.0, level="t_h")["entitled_share"].to_dict()
     assert entitled == approx({"prog": 0.5, "p": 0.25, "q": 0.25, "r": 0.5})
-    assert s.xs(0.0, level="t_h")["level"].to_dict() == {"prog": "program", "p": "project", "q": "project",
-                                                         "r": "project"}
+    assert s.xs(0.0, level="t_h")["level"].to_dict() == {
+        "prog": "program",
+        "p": "project",
+        "q": "project",
+        "r": "project",
+    }
 
 
 def test_budget_impact_at_a_program_is_over_its_leaves(fifo_node):
@@ -264,7 +358,11 @@ def test_gantt_by_hand(fifo_node):
     g = fifo_node.gantt()
     cols = ["node", "job_id", "funded", "gpus_on_node", "start_h", "end_h"]
     got = list(g[cols].itertuples(index=False, name=None))
-    assert got == [(0, "a", True, 8, 0, 0.5), (0, "b", True, 4, 0.5, 1.0), (0, "c", False, 4, 0.5, 1.5)]
+    assert got == [
+        (0, "a", True, 8, 0, 0.5),
+        (0, "b", True, 4, 0.5, 1.0),
+        (0, "c", False, 4, 0.5, 1.5),
+    ]
 
 
 def test_gantt_clips_attempts_to_the_span(fifo_node):
@@ -276,7 +374,12 @@ def test_gantt_clips_attempts_to_the_span(fifo_node):
 
 def test_gantt_shows_a_gang_on_each_of_its_nodes_and_drops_nodes_beyond_max_rows():
     # g (12 GPUs) holds nodes 0 and 1 (8 each); then x and y share node 0... and node 1
-    rows = [job("g", 0, 12, 100), job("x", 100, 4, 100), job("y", 100, 4, 100), job("z", 100, 8, 100)]
+    rows = [
+        job("g", 0, 12, 100),
+        job("x", 100, 4, 100),
+        job("y", 100, 4, 100),
+        job("z", 100, 8, 100),
+    ]
     result = run_tiny(rows, policy="fifo", gpus=16, horizon_s=1000.0)
     g = result.gantt()
     assert g[g["job_id"] == "g"][["node", "gpus_on_node"]].values.tolist() == [[0, 8], [1, 8]]
@@ -295,11 +398,19 @@ def gang_waits():
     2 GPUs) 0-2000, both on node 0; the funded gang g (8 GPUs: both nodes) arrives at 100, waits
     for both nodes until 2000 and runs 2000-2500. While g waits: 4 GPUs idle until 1000, then 6;
     b's 2 GPUs are lent to unallocated work throughout."""
-    rows = [job("a", 0, 2, 1000, project="p", kind="training"),
-            job("b", 0, 2, 2000, project="", kind="training"),
-            job("g", 100, 8, 500, project="p", kind="pretrain")]
-    return run_tiny(rows, policy="fifo", gpus=8, gpus_per_node=4, horizon_s=3000.0,
-                    budgets=BudgetTree.from_dict({"name": "root", "children": [{"name": "p"}]}))
+    rows = [
+        job("a", 0, 2, 1000, project="p", kind="training"),
+        job("b", 0, 2, 2000, project="", kind="training"),
+        job("g", 100, 8, 500, project="p", kind="pretrain"),
+    ]
+    return run_tiny(
+        rows,
+        policy="fifo",
+        gpus=8,
+        gpus_per_node=4,
+        horizon_s=3000.0,
+        budgets=BudgetTree.from_dict({"name": "root", "children": [{"name": "p"}]}),
+    )
 
 
 def test_gang_idle_by_hand(gang_waits):
@@ -317,7 +428,11 @@ def test_gang_idle_by_hand(gang_waits):
 def test_gang_idle_counts_single_node_jobs_from_min_gpus(gang_waits):
     table = gang_waits.gang_idle(min_gpus=2).set_index("bucket")
     assert table.index.tolist() == ["2", "5-8", "all"]
-    assert table.loc["2", ["gangs", "waiting_h", "idle_gpu_hours"]].tolist() == [1, 0, 0]  # a never waited
+    assert table.loc["2", ["gangs", "waiting_h", "idle_gpu_hours"]].tolist() == [
+        1,
+        0,
+        0,
+    ]  # a never waited
     assert table.loc["all", "gangs"] == 2
 
 
@@ -342,10 +457,19 @@ def test_gang_wait_series_by_hand(gang_waits):
 def test_smallest_waiting_gang_follows_the_queue():
     """FIFO on 3 nodes of 4 GPUs: x holds node 0 over 0-1000; the 12-GPU gang G waits from 10 to
     1000 and runs until 1100; the 8-GPU gang g, behind it from 200, starts at 1100."""
-    rows = [job("x", 0, 4, 1000, project="p"), job("G", 10, 12, 100, project="p"),
-            job("g", 200, 8, 2000, project="p")]
-    result = run_tiny(rows, policy="fifo", gpus=12, gpus_per_node=4, horizon_s=4000.0,
-                      budgets=BudgetTree.from_dict({"name": "root", "children": [{"name": "p"}]}))
+    rows = [
+        job("x", 0, 4, 1000, project="p"),
+        job("G", 10, 12, 100, project="p"),
+        job("g", 200, 8, 2000, project="p"),
+    ]
+    result = run_tiny(
+        rows,
+        policy="fifo",
+        gpus=12,
+        gpus_per_node=4,
+        horizon_s=4000.0,
+        budgets=BudgetTree.from_dict({"name": "root", "children": [{"name": "p"}]}),
+    )
     table = result.gang_wait_series(bucket_s=1000.0)
     smallest = table["smallest_waiting_gpus"].tolist()
     assert smallest[:2] == approx([(12 * 190 + 8 * 800) / 990, 8])
@@ -366,8 +490,15 @@ def test_free_block_series_by_hand(gang_waits):
 def test_free_steps_counts_nodes_by_free_gpus_and_a_down_node_as_full():
     """2 nodes of 4 GPUs: x holds 3 GPUs of node 0 over 0-10, the gang y both nodes over 10-20;
     node 1 is down over 5-8."""
-    att = pd.DataFrame({"job_id": ["x", "y"], "gpus": [3, 8], "nodes": ["0", "0,1"],
-                        "start_s": [0.0, 10.0], "end_s": [10.0, 20.0]})
+    att = pd.DataFrame(
+        {
+            "job_id": ["x", "y"],
+            "gpus": [3, 8],
+            "nodes": ["0", "0,1"],
+            "start_s": [0.0, 10.0],
+            "end_s": [10.0, 20.0],
+        }
+    )
     down = pd.DataFrame({"node": [1], "down_s": [5.0], "up_s": [8.0]})
     times, counts = free_steps(att, down, 2, 4)
     at = lambda t: counts[np.searchsorted(times, t, side="right") - 1].tolist()  # noqa: E731
@@ -380,31 +511,48 @@ def test_free_steps_counts_nodes_by_free_gpus_and_a_down_node_as_full():
 
 def test_free_gpus_are_healthy_capacity_left_by_the_pyramid(gang_waits):
     free = gang_waits.free_block_series(bucket_s=1000.0).set_index("t_h")["free_gpus"]
-    pyramid = gang_waits.pyramid_series(bucket_s=1000.0).pivot(index="t_h", columns="metric", values="value")
+    pyramid = gang_waits.pyramid_series(bucket_s=1000.0).pivot(
+        index="t_h", columns="metric", values="value"
+    )
     healthy = pyramid["availability"] * 8
     assert free.tolist() == approx((healthy * (1 - pyramid["occupancy"])).tolist())
 
 
 @settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(trace=traces(32, 8, 6 * H), policy=st.sampled_from(["fifo", "legacy", "fairshare", "impactful"]),
-       repair=st.sampled_from(["manual", "automatic"]))
+@given(
+    trace=traces(32, 8, 6 * H),
+    policy=st.sampled_from(["fifo", "legacy", "fairshare", "impactful"]),
+    repair=st.sampled_from(["manual", "automatic"]),
+)
 def test_fragmentation_tables_agree_with_the_pyramid_on_random_traces(trace, policy, repair):
     """Free GPUs are healthy capacity minus held GPUs (failed nodes included); the largest block
     never exceeds what is free or open; a gang's idle and lent hours never exceed the run's."""
-    result = run_tiny(trace.to_dict("records"), policy=policy, gpus=32, horizon_s=6 * H, budgets=small_tree(),
-                      health={"mtbf_hours": 20.0, "repair": repair})
+    result = run_tiny(
+        trace.to_dict("records"),
+        policy=policy,
+        gpus=32,
+        horizon_s=6 * H,
+        budgets=small_tree(),
+        health={"mtbf_hours": 20.0, "repair": repair},
+    )
     free = result.free_block_series(bucket_s=H)
     pyramid = result.pyramid_series(bucket_s=H).pivot(index="t_h", columns="metric", values="value")
     healthy = pyramid["availability"].to_numpy() * 32
-    assert free["free_gpus"].to_numpy() == approx(healthy * (1 - pyramid["occupancy"].to_numpy()), abs=1e-6)
+    assert free["free_gpus"].to_numpy() == approx(
+        healthy * (1 - pyramid["occupancy"].to_numpy()), abs=1e-6
+    )
     unallocated = healthy * pyramid["occupancy_unallocated"].to_numpy()
-    assert free["open_gpus"].to_numpy() == approx(free["free_gpus"].to_numpy() + unallocated, abs=1e-6)
+    assert free["open_gpus"].to_numpy() == approx(
+        free["free_gpus"].to_numpy() + unallocated, abs=1e-6
+    )
     assert (free["largest_free_gpus"] <= free["free_gpus"] + 1e-9).all()
     assert (free["largest_open_gpus"] <= free["open_gpus"] + 1e-9).all()
     assert (free["largest_open_gpus"] >= free["largest_free_gpus"] - 1e-9).all()
     every = result.gang_idle().set_index("bucket").loc["all"]
     series = result.gang_wait_series(bucket_s=H)
-    assert every["idle_gpu_hours"] <= free["free_gpus"].sum() + 1e-6  # 1-hour buckets: mean GPUs = GPU-hours
+    assert (
+        every["idle_gpu_hours"] <= free["free_gpus"].sum() + 1e-6
+    )  # 1-hour buckets: mean GPUs = GPU-hours
     assert every["idle_gpu_hours"] == approx(series["idle_gpu_hours"].sum(), abs=1e-6)
     assert every["lent_gpu_hours"] == approx(series["lent_gpu_hours"].sum(), abs=1e-6)
     assert every["lent_gpu_hours"] <= unallocated.sum() + 1e-6
@@ -458,7 +606,9 @@ def test_root_impact_is_the_headline_impact_on_a_real_run(big):
 def test_pyramid_series_averages_to_the_summary_over_the_window(big):
     result, built, _ = big
     p = built["pyramid_series"]
-    inside = p[p["t_h"] * H >= result.window.t0].pivot(index="t_h", columns="metric", values="value")
+    inside = p[p["t_h"] * H >= result.window.t0].pivot(
+        index="t_h", columns="metric", values="value"
+    )
     s = result.summary()
     # no failures: every bucket has the same healthy capacity, and window.t0 is a bucket edge
     for metric in ("occupancy", "occupancy_funded", "utilization"):
@@ -477,4 +627,6 @@ def test_share_series_integrates_to_the_budget_table_over_the_window(big):
     delivered = (gpu_s["delivered_share"] * gpu_s["w"]).groupby(gpu_s["node"]).sum()
     budgets = result.budgets.set_index("node")
     assert owed.to_dict() == approx(budgets.loc[owed.index, "owed_gpu_s"].to_dict(), rel=1e-6)
-    assert delivered.to_dict() == approx(budgets.loc[delivered.index, "delivered_gpu_s"].to_dict(), rel=1e-6)
+    assert delivered.to_dict() == approx(
+        budgets.loc[delivered.index, "delivered_gpu_s"].to_dict(), rel=1e-6
+    )

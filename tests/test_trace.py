@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from impactlab.trace import COLUMNS, DEFAULTS, TraceError, validate_trace
+from impactlab.inputs.trace import COLUMNS, DEFAULTS, TraceError, validate_trace
 
 
 def minimal(**override) -> pd.DataFrame:

@@ -10,7 +10,7 @@ from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from impactlab.usage import DecayedUsage, WindowUsage
+from impactlab.policies.usage import DecayedUsage, WindowUsage
 
 
 # ----- sliding window --------------------------------------------------------------------------

@@ -18,7 +18,9 @@ SMALL = il.SimConfig(gpus=32, days=2.0, seed=1)
 @pytest.fixture
 def app() -> Explorer:
     """An Explorer on a small synthetic cluster, after its first run."""
-    return Explorer(config=SMALL, auto_s=60.0)  # every change runs at once, however busy the machine
+    return Explorer(
+        config=SMALL, auto_s=60.0
+    )  # every change runs at once, however busy the machine
 
 
 def spec(app: Explorer) -> dict:
@@ -107,13 +109,19 @@ def test_a_slow_run_waits_for_the_button():
 
 def test_charts_that_no_longer_match_the_controls_are_marked_and_say_what_they_show():
     app = Explorer(config=SMALL, auto_s=0.0)
-    assert "impactlab-stale" not in app.tabs._dom_classes and "The charts show run 1:" in app.shown.value
+    assert (
+        "impactlab-stale" not in app.tabs._dom_classes
+        and "The charts show run 1:" in app.shown.value
+    )
     assert f"under {app.auto_s:g} s" in app.rule.value  # the rule of what runs by itself, shown
     app.controls["seed"][1].value = 3  # needs Run
     assert "impactlab-stale" in app.tabs._dom_classes
     assert "still show run 1" in app.shown.value and "press Run" in app.shown.value
     app.run_button.click()
-    assert "impactlab-stale" not in app.tabs._dom_classes and "The charts show run 2:" in app.shown.value
+    assert (
+        "impactlab-stale" not in app.tabs._dom_classes
+        and "The charts show run 2:" in app.shown.value
+    )
     app.workload.value = "file"  # no file given yet: a message, and the charts are run 2's
     assert "impactlab-stale" in app.tabs._dom_classes and "still show run 2" in app.shown.value
 
@@ -142,8 +150,14 @@ def test_a_query_string_presets_the_app():
     assert isinstance(app.tabs.children[app.tabs.selected_index], alt.JupyterChart)
 
 
-@pytest.mark.parametrize("query, words", [("gpus=-5", "gpus must be in"), ("bogus=1", "bogus"),
-                                          ("policy=legacy&cap_hours=4", "cap_hours")])
+@pytest.mark.parametrize(
+    "query, words",
+    [
+        ("gpus=-5", "gpus must be in"),
+        ("bogus=1", "bogus"),
+        ("policy=legacy&cap_hours=4", "cap_hours"),
+    ],
+)
 def test_a_bad_preset_shows_a_message_and_the_app_runs_without_it(query, words):
     app = Explorer.from_query(query)
     assert words in app.message.value and "Ran with the defaults for those" in app.message.value
@@ -154,8 +168,13 @@ def test_a_bad_choice_in_a_preset_lists_the_valid_ones_and_keeps_the_good_keys()
     app = Explorer.from_query("policy=nope&gpus=48&days=2&tab=Nowhere&compare=nobody")
     message = html.unescape(app.message.value)
     assert "policy='nope' is not one of " + ", ".join(il.policy_names()) in message
-    assert "tab='Nowhere' is not one of " + ", ".join(TABS) in message and "compare='nobody'" in message
-    assert app.results[0].config.gpus == 48 and app.results[0].config.policy == default_config().policy
+    assert (
+        "tab='Nowhere' is not one of " + ", ".join(TABS) in message
+        and "compare='nobody'" in message
+    )
+    assert (
+        app.results[0].config.gpus == 48 and app.results[0].config.policy == default_config().policy
+    )
     assert len(app.results) == 1  # no comparison: its policy was not valid
     app.set(gpus=56)  # the next run drops the note
     assert app.message.value == ""
@@ -163,7 +182,10 @@ def test_a_bad_choice_in_a_preset_lists_the_valid_ones_and_keeps_the_good_keys()
 
 def test_query_strings_split_parameters_from_options():
     params, options = parse_query("?gpus=88&compare=legacy&cap_hours=4&tab=Waits")
-    assert params == {"gpus": "88", "cap_hours": "4"} and options == {"compare": "legacy", "tab": "Waits"}
+    assert params == {"gpus": "88", "cap_hours": "4"} and options == {
+        "compare": "legacy",
+        "tab": "Waits",
+    }
 
 
 def test_keys_the_servers_add_to_the_url_are_not_presets():

@@ -1,6 +1,6 @@
 """Scheduling policies: the protocol, the built-ins (one file each) and the registry view.
 
-The registry itself lives in ``impactlab.registry`` (the bottom layer, so that a config can
+The registry itself lives in ``impactlab.base.registry`` (the bottom layer, so that a config can
 check a policy's knobs); a new policy is one file plus ``impactlab.register_policy``.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..params import ParamError
-from ..registry import REGISTRY, check_knobs, policy_class, register_policy
-from .base import BasePolicy, Context, Policy, PolicyError, Scheduler
+from ..base.params import ParamError
+from ..base.registry import REGISTRY, check_knobs, policy_class, register_policy
+from ..sim.policy import BasePolicy, Context, Policy, PolicyError, Scheduler
 
 
 def make_policy(name: str, **knobs: Any) -> Policy:
@@ -21,5 +21,13 @@ def make_policy(name: str, **knobs: Any) -> Policy:
         raise ValueError(str(err)) from None
 
 
-__all__ = ["REGISTRY", "BasePolicy", "Context", "Policy", "PolicyError", "Scheduler", "make_policy",
-           "register_policy"]
+__all__ = [
+    "REGISTRY",
+    "BasePolicy",
+    "Context",
+    "Policy",
+    "PolicyError",
+    "Scheduler",
+    "make_policy",
+    "register_policy",
+]

@@ -13,11 +13,11 @@ from operator import itemgetter
 
 import numpy as np
 
-from ..events import UNALLOCATED, Job
-from ..usage import DecayedUsage, WindowUsage
-from .base import Context, Scheduler
+from ..sim.events import UNALLOCATED, Job
+from ..sim.policy import Context, Scheduler
 from .queues import NO_LIMIT, Place, Searches, SizeQueues, drain, queue_for
 from .reservation import Hold
+from .usage import DecayedUsage, WindowUsage
 
 BOOSTED_KINDS = frozenset({"debug", "interactive"})
 
@@ -69,8 +69,9 @@ class FairTree:
         """``served(mine, mine_delta) <= served(theirs, theirs_delta)`` in one call (the same
         sums): the fair swap every victim search judges, hundreds of thousands of times a run."""
         alloc, used, fraction, capacity = self.alloc, self._used, self.fraction, self.capacity
-        return ((used[mine] + (alloc[mine] + mine_delta) / capacity) / fraction[mine]
-                <= (used[theirs] + (alloc[theirs] + theirs_delta) / capacity) / fraction[theirs])
+        return (used[mine] + (alloc[mine] + mine_delta) / capacity) / fraction[mine] <= (
+            used[theirs] + (alloc[theirs] + theirs_delta) / capacity
+        ) / fraction[theirs]
 
     def most_taken(self, leaf: int, held: int, open_gpus: dict[int, int]) -> dict[int, float]:
         """For each side of a split between ``leaf`` and another leaf, the most GPUs a victim
@@ -89,9 +90,13 @@ class FairTree:
         can_take: dict[int, float] = {}
         freed = 0.0  # the most a walk could free under ``mine``
         for mine, sides in self.levels(leaf):
-            least = (used[mine] + (alloc[mine] + held - freed) / capacity) / fraction[mine]  # (``served``)
+            least = (used[mine] + (alloc[mine] + held - freed) / capacity) / fraction[
+                mine
+            ]  # (``served``)
             for side in sides:
-                can_lose = can_take[side] = alloc[side] + capacity * (used[side] - least * fraction[side]) + margin
+                can_lose = can_take[side] = (
+                    alloc[side] + capacity * (used[side] - least * fraction[side]) + margin
+                )
                 gpus = open_gpus.get(side, 0)
                 if gpus > 0 and can_lose > 0:
                     freed += min(gpus, can_lose)
@@ -103,16 +108,20 @@ class FairTree:
         levels = self._levels.get(leaf)
         if levels is None:
             children, path = self.tree.children, self.paths[leaf]
-            levels = self._levels[leaf] = [(mine, [c for c in children[up] if c != mine])
-                                           for up, mine in zip(path[-2::-1], path[:0:-1])]
+            levels = self._levels[leaf] = [
+                (mine, [c for c in children[up] if c != mine])
+                for up, mine in zip(path[-2::-1], path[:0:-1])
+            ]
         return levels
 
     def why(self, mine: int, theirs: int) -> str:
         """Why a job under ``theirs`` yields to one under ``mine`` (the two sides of their lowest
         common ancestor): how well served each side is now."""
         names = self.tree.names
-        return (f"fair share under {names[self.tree.parent[mine]]}: {names[theirs]} served "
-                f"{self.served(theirs):.2f} > {names[mine]} {self.served(mine):.2f}")
+        return (
+            f"fair share under {names[self.tree.parent[mine]]}: {names[theirs]} served "
+            f"{self.served(theirs):.2f} > {names[mine]} {self.served(mine):.2f}"
+        )
 
     def split(self, a: int, b: int) -> tuple[int, int] | None:
         """The children of the lowest common ancestor of leaves ``a`` and ``b`` on each side."""
@@ -190,12 +199,21 @@ class FairQueues:
         """The lanes with pending jobs, sorted into pass order by a new ranking."""
         self._ranked = fair.order
         self._rank = {leaf: k for k, leaf in enumerate(fair.order)}
-        self._lanes = sorted(((self._position(lane), self.queues[lane]) for lane in self._listed), key=itemgetter(0))
+        self._lanes = sorted(
+            ((self._position(lane), self.queues[lane]) for lane in self._listed), key=itemgetter(0)
+        )
         return self._lanes
 
-    def run(self, fair: FairTree, sched: Scheduler, make_room: Callable[[int], bool] | None,
-            place: tuple[Place | None, Place | None] = (None, None), searches: Searches | None = None,
-            preempt_max: int = NO_LIMIT, hold: Hold | None = None) -> None:
+    def run(
+        self,
+        fair: FairTree,
+        sched: Scheduler,
+        make_room: Callable[[int], bool] | None,
+        place: tuple[Place | None, Place | None] = (None, None),
+        searches: Searches | None = None,
+        preempt_max: int = NO_LIMIT,
+        hold: Hold | None = None,
+    ) -> None:
         """One pass: funded lanes by Fair Tree rank (preempting if allowed), then unallocated.
         ``place[boosted]`` chooses the nodes of funded jobs (default: best fit); only gangs of
         up to ``preempt_max`` GPUs ask ``make_room`` in this pass (it refuses larger ones), so
@@ -215,36 +233,68 @@ class FairQueues:
                 continue
             state = (sched.epoch, searches.version if searches else 0, hold.version if hold else 0)
             stuck = queue.stuck
-            if (stuck is not None and stuck[0] == state and (stuck[1] is None or stuck[1] == searches.refreshes)
-                    and (stuck[2] is None or stuck[2] == sched.now)):
+            if (
+                stuck is not None
+                and stuck[0] == state
+                and (stuck[1] is None or stuck[1] == searches.refreshes)
+                and (stuck[2] is None or stuck[2] == sched.now)
+            ):
                 continue
             if unfunded:
                 if queue.sizes[0] <= cluster.largest_fit():
                     self._scan(queue, sched, None, None, state, None, hold, funded=False)
-            elif (make_room and queue.sizes[0] <= preempt_max) or queue.sizes[0] <= cluster.largest_fit():
-                self._scan(queue, sched, make_room, place[not unboosted], state, searches, hold,
-                           preempt_max=preempt_max)
+            elif (make_room and queue.sizes[0] <= preempt_max) or queue.sizes[
+                0
+            ] <= cluster.largest_fit():
+                self._scan(
+                    queue,
+                    sched,
+                    make_room,
+                    place[not unboosted],
+                    state,
+                    searches,
+                    hold,
+                    preempt_max=preempt_max,
+                )
         if emptied:  # drop the lanes found empty (one this pass empties goes after the next)
             self._lanes = [entry for entry in lanes if entry[1].live]
             self._listed = {lane for lane, queue in self.queues.items() if queue.live}
 
     @staticmethod
-    def _scan(queue: SizeQueues, sched: Scheduler, make_room: Callable[[int], bool] | None,
-              place: Place | None, state: tuple[int, int, int], searches: Searches | None,
-              hold: Hold | None, funded: bool = True, preempt_max: int = NO_LIMIT) -> None:
+    def _scan(
+        queue: SizeQueues,
+        sched: Scheduler,
+        make_room: Callable[[int], bool] | None,
+        place: Place | None,
+        state: tuple[int, int, int],
+        searches: Searches | None,
+        hold: Hold | None,
+        funded: bool = True,
+        preempt_max: int = NO_LIMIT,
+    ) -> None:
         waiting = len(queue.live)
         # Gangs above preempt_max search at a later pass (a refresh), so a failed scan of this
         # lane depends on the ranking too (the policy would say so for each of them it asked).
         later = make_room is not None and queue.sizes[-1] > preempt_max
         if searches:
             searches.judged = False
-        drain(queue, sched, make_room, larger_no_easier=not funded, place=place, hold=hold,
-              search_max=preempt_max)
+        drain(
+            queue,
+            sched,
+            make_room,
+            larger_no_easier=not funded,
+            place=place,
+            hold=hold,
+            search_max=preempt_max,
+        )
         if searches and later:
             searches.judged = True
         if len(queue.live) == waiting:
             # Jobs started at this instant are no victims yet: with preemption, such a scan
             # holds for this instant only (a pass that preempted is followed by another one).
             fresh = make_room is not None and sched.last_start_s >= sched.now
-            queue.stuck = (state, searches.refreshes if searches and searches.judged else None,
-                           sched.now if fresh else None)
+            queue.stuck = (
+                state,
+                searches.refreshes if searches and searches.judged else None,
+                sched.now if fresh else None,
+            )

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..params import knob
-from ..units import DAY_S
-from .base import BasePolicy, Context, Scheduler
+from ..base.params import knob
+from ..base.units import DAY_S
+from ..sim.policy import BasePolicy, Context, Scheduler
 from .fair import FairQueues, FairTree
 from .queues import PassGate
 from .reservation import Hold
@@ -21,16 +21,32 @@ class FairShare(BasePolicy):
     """
 
     name: ClassVar[str] = "fairshare"
-    half_life_days: float | None = knob(7.0, float, "usage decays with this half-life", "days", lo=0,
-                                        hi=365, step=0.5, lo_open=True, nullable=True)
-    refresh_s: float = knob(300.0, float, "how often the fair-share ranking is refreshed", "s", lo=1,
-                            hi=86_400, step=60)
+    half_life_days: float | None = knob(
+        7.0,
+        float,
+        "usage decays with this half-life",
+        "days",
+        lo=0,
+        hi=365,
+        step=0.5,
+        lo_open=True,
+        nullable=True,
+    )
+    refresh_s: float = knob(
+        300.0, float, "how often the fair-share ranking is refreshed", "s", lo=1, hi=86_400, step=60
+    )
     # As Slurm's backfill scheduler does: without it a large gang waits until enough GPUs free
     # at once, which smaller jobs starting all the time prevent.
-    backfill_reservation: bool = knob(True, bool, "the top-ranked blocked job reserves the nodes "
-                                      "that free soonest; other jobs start there only if they end "
-                                      "before its reserved start")
-    reserve_for_unallocated: ClassVar[bool] = True  # whether an unallocated job may hold the reservation
+    backfill_reservation: bool = knob(
+        True,
+        bool,
+        "the top-ranked blocked job reserves the nodes "
+        "that free soonest; other jobs start there only if they end "
+        "before its reserved start",
+    )
+    reserve_for_unallocated: ClassVar[bool] = (
+        True  # whether an unallocated job may hold the reservation
+    )
     reserve_for_gangs_only: ClassVar[bool] = False  # whether only multi-node gangs may hold it
 
     def setup(self, ctx: Context) -> None:
@@ -56,7 +72,9 @@ class FairShare(BasePolicy):
         """Reserve nodes for the first pending job in pass order, if it does not fit."""
         if self.hold is not None:
             above = sched.cluster.gpus_per_node if self.reserve_for_gangs_only else 0
-            self.hold.plan(sched, self.queues.top(self.fair, not self.reserve_for_unallocated, above))
+            self.hold.plan(
+                sched, self.queues.top(self.fair, not self.reserve_for_unallocated, above)
+            )
 
     def _outranks_holder(self, j: int) -> bool:
         holder = self.hold.holder if self.hold is not None else -1
@@ -91,7 +109,9 @@ class FairShare(BasePolicy):
         """Whether job ``j`` may use the reserved nodes: then, unlike the jobs of its size
         before it, which may have been kept off them, it may start."""
         hold = self.hold
-        return hold is not None and hold.holder >= 0 and not hold.constrains(self.ctx.view, j, False)
+        return (
+            hold is not None and hold.holder >= 0 and not hold.constrains(self.ctx.view, j, False)
+        )
 
     def dequeue(self, j: int, now: float) -> None:
         """A withdrawn job leaves its queue."""

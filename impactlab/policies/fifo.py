@@ -6,9 +6,9 @@ import bisect
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..cluster import best_fit_on
-from ..params import knob
-from .base import BasePolicy, Context, Scheduler
+from ..base.params import knob
+from ..sim.cluster import best_fit_on
+from ..sim.policy import BasePolicy, Context, Scheduler
 
 
 @dataclass
@@ -18,10 +18,15 @@ class Fifo(BasePolicy):
     Runtimes are known exactly (real users overestimate them)."""
 
     name: ClassVar[str] = "fifo"
-    backfill: bool = knob(False, bool, "EASY backfill: a later job may start early if it cannot "
-                          "delay the head job's reserved start")
-    backfill_depth: int = knob(100, int, "how many queued jobs behind the head backfill looks at",
-                               "jobs", lo=1, hi=100_000)
+    backfill: bool = knob(
+        False,
+        bool,
+        "EASY backfill: a later job may start early if it cannot "
+        "delay the head job's reserved start",
+    )
+    backfill_depth: int = knob(
+        100, int, "how many queued jobs behind the head backfill looks at", "jobs", lo=1, hi=100_000
+    )
 
     def setup(self, ctx: Context) -> None:
         """Pending jobs kept sorted by (submit, id), which is their index."""

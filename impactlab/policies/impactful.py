@@ -9,10 +9,17 @@ from functools import partial
 from itertools import chain
 from typing import ClassVar
 
-from ..events import Job
-from ..params import knob
-from ..units import DAY_S
-from .base import BACKFILL_REASON, DRAIN_NOTE, DRAIN_REASON, RESERVE_REASON, Context, Scheduler
+from ..base.params import knob
+from ..base.units import DAY_S
+from ..sim.events import Job
+from ..sim.policy import (
+    BACKFILL_REASON,
+    DRAIN_NOTE,
+    DRAIN_REASON,
+    RESERVE_REASON,
+    Context,
+    Scheduler,
+)
 from .fair import BOOSTED_KINDS
 from .fairshare import FairShare
 from .open_victims import OpenVictims
@@ -27,32 +34,80 @@ class Impactful(FairShare):
     then preemptible by under-served budgets; unallocated work backfills and never preempts."""
 
     name: ClassVar[str] = "impactful"
-    window_days: float = knob(7.0, float, "sliding fair-share window over which usage counts",
-                              "days", lo=0, hi=90, step=0.5, lo_open=True, ui=(0.5, 28))
-    cap_hours: float = knob(8.0, float, "protection cap: a job is protected for min(declared "
-                            "minimum runtime, cap)", "h", lo=0, hi=168, step=0.5, ui=(0, 48))
-    cap_hours_interactive: float | None = knob(None, float, "protection cap of interactive "
-                                               "sessions (none: cap_hours)", "h", lo=0, hi=168,
-                                               step=0.5, nullable=True, ui=(0, 48))
+    window_days: float = knob(
+        7.0,
+        float,
+        "sliding fair-share window over which usage counts",
+        "days",
+        lo=0,
+        hi=90,
+        step=0.5,
+        lo_open=True,
+        ui=(0.5, 28),
+    )
+    cap_hours: float = knob(
+        8.0,
+        float,
+        "protection cap: a job is protected for min(declared minimum runtime, cap)",
+        "h",
+        lo=0,
+        hi=168,
+        step=0.5,
+        ui=(0, 48),
+    )
+    cap_hours_interactive: float | None = knob(
+        None,
+        float,
+        "protection cap of interactive sessions (none: cap_hours)",
+        "h",
+        lo=0,
+        hi=168,
+        step=0.5,
+        nullable=True,
+        ui=(0, 48),
+    )
     protect_unallocated: bool = knob(False, bool, "unallocated jobs get the contract too")
-    half_life_days: float | None = knob(None, float, "decay the window's usage with this "
-                                        "half-life instead of a hard cut-off (none: hard cut-off)",
-                                        "days", lo=0, hi=365, step=0.5, lo_open=True, nullable=True)
-    refresh_s: float = knob(300.0, float, "how often the fair-share ranking is refreshed", "s",
-                            lo=1, hi=86_400, step=60)
-    boost_interactive: bool = knob(True, bool, "debug and interactive work first within its tier "
-                                   "(Ai2: debug p90 wait 30 s)")
+    half_life_days: float | None = knob(
+        None,
+        float,
+        "decay the window's usage with this "
+        "half-life instead of a hard cut-off (none: hard cut-off)",
+        "days",
+        lo=0,
+        hi=365,
+        step=0.5,
+        lo_open=True,
+        nullable=True,
+    )
+    refresh_s: float = knob(
+        300.0, float, "how often the fair-share ranking is refreshed", "s", lo=1, hi=86_400, step=60
+    )
+    boost_interactive: bool = knob(
+        True, bool, "debug and interactive work first within its tier (Ai2: debug p90 wait 30 s)"
+    )
     # Breaking up a large gang for a small job wastes the rest of it and the gang then
     # struggles to find whole nodes again (fragmentation).
-    max_victim_ratio: float = knob(1.0, float, "a funded victim may hold at most this many times "
-                                   "the GPUs of the job it makes room for (inf: no limit)",
-                                   "x", lo=0, hi=math.inf, step=0.5, lo_open=True, ui=(0.5, 16))
+    max_victim_ratio: float = knob(
+        1.0,
+        float,
+        "a funded victim may hold at most this many times "
+        "the GPUs of the job it makes room for (inf: no limit)",
+        "x",
+        lo=0,
+        hi=math.inf,
+        step=0.5,
+        lo_open=True,
+        ui=(0.5, 16),
+    )
     # Multi-node gangs look for victims only in the pass that refreshes the fair-share ranking
     # (every refresh_s), like the periodic preemption cycle of batch schedulers; smaller jobs
     # look at every event. Clearing whole nodes rarely becomes possible from one event to the
     # next, and these searches were most of the scheduling time.
-    gangs_preempt_every_pass: bool = knob(False, bool, "multi-node gangs search for victims at "
-                                          "every pass, not only at ranking refreshes")
+    gangs_preempt_every_pass: bool = knob(
+        False,
+        bool,
+        "multi-node gangs search for victims at every pass, not only at ranking refreshes",
+    )
     # With the boost, the highest-numbered nodes are held back for debug/interactive work: funded
     # jobs are placed off them first, and go there only when they fit nowhere else. A job that
     # fits outside the reserve and lands on it *borrows* it: that attempt is unprotected and a
@@ -63,31 +118,58 @@ class Impactful(FairShare):
     # 1024 GPUs instead of 4 measured no better beyond the noise of the seeds, and cost lost
     # work on a public-trace shape: docs/calibration.md, "1024 GPUs over ten seeds, and the
     # size of the interactive reserve".)
-    interactive_reserve: float = knob(0.03, float, "share of nodes (rounded up) held for debug "
-                                      "and interactive work", lo=0, hi=0.99, step=0.01, ui=(0, 0.25))
-    backfill_reservation: bool = knob(False, bool, "the top-ranked blocked funded multi-node gang reserves the "
-                                      "nodes that free soonest (as running jobs end or their "
-                                      "protection ends); other jobs start there only if they end or "
-                                      "become preemptible before its reserved start")
+    interactive_reserve: float = knob(
+        0.03,
+        float,
+        "share of nodes (rounded up) held for debug and interactive work",
+        lo=0,
+        hi=0.99,
+        step=0.01,
+        ui=(0, 0.25),
+    )
+    backfill_reservation: bool = knob(
+        False,
+        bool,
+        "the top-ranked blocked funded multi-node gang reserves the "
+        "nodes that free soonest (as running jobs end or their "
+        "protection ends); other jobs start there only if they end or "
+        "become preemptible before its reserved start",
+    )
     # A gang of 256 GPUs needs 32 whole nodes free of protected work at once, which protection
     # contracts ending at random times rarely give (docs/calibration.md, "Why impactful missed
     # 0.95 at 1024 GPUs"). Draining nodes for it ends their protection without idling them.
-    drain_for_gangs: bool = knob(True, bool, "the top-ranked blocked funded multi-node gang drains the "
-                                 "nodes that become preemptible soonest: work started there meanwhile is "
-                                 "unprotected and yields to the gang")
+    drain_for_gangs: bool = knob(
+        True,
+        bool,
+        "the top-ranked blocked funded multi-node gang drains the "
+        "nodes that become preemptible soonest: work started there meanwhile is "
+        "unprotected and yields to the gang",
+    )
     # A node that holds protected work cannot be cleared for a gang until that work ends, so a
     # single-node job that preempts unallocated work takes it there first, leaving the nodes that
     # could be cleared whole to gangs (docs/calibration.md, "Preempting where gangs cannot go":
     # impact +0.006 at 256 GPUs and +0.009 at 1024 over 20 seeds).
-    pack_victims: bool = knob(True, bool, "a single-node job preempts unallocated work on the nodes "
-                              "with the most protected GPUs first (newest first within), leaving nodes "
-                              "that could be cleared whole to gangs; off: newest first anywhere")
+    pack_victims: bool = knob(
+        True,
+        bool,
+        "a single-node job preempts unallocated work on the nodes "
+        "with the most protected GPUs first (newest first within), leaving nodes "
+        "that could be cleared whole to gangs; off: newest first anywhere",
+    )
     reserve_for_unallocated: ClassVar[bool] = False
     # Single-node jobs look for victims at every pass and rarely wait long; a reservation for
     # them kept protected work off nodes for nothing (impact -0.01 at 256 GPUs).
     reserve_for_gangs_only: ClassVar[bool] = True
-    reserve_min_nodes: int = knob(8, int, "clusters of fewer nodes keep no interactive reserve",
-                                  "nodes", lo=1, hi=1_000_000, step=1, ui=(1, 64))
+    reserve_min_nodes: int = knob(
+        8,
+        int,
+        "clusters of fewer nodes keep no interactive reserve",
+        "nodes",
+        lo=1,
+        hi=1_000_000,
+        step=1,
+        ui=(1, 64),
+    )
 
     def setup(self, ctx: Context) -> None:
         """Build the fair-share state, the lanes and the victim indexes."""
@@ -95,7 +177,9 @@ class Impactful(FairShare):
         self.searches = Searches()
         self.open = OpenVictims()  # the funded running jobs that may be preempted now
         self._sides_of: dict[int, list[int]] = {}
-        self._mine_of: dict[int, dict[int, int]] = {}  # leaf -> side -> the leaf's side of that split
+        self._mine_of: dict[
+            int, dict[int, int]
+        ] = {}  # leaf -> side -> the leaf's side of that split
         self.unfunded_running: dict[int, None] = {}  # in start order: newest last
         nodes, cluster = ctx.capacity // ctx.gpus_per_node, ctx.view.cluster
         # Running funded multi-node gangs and their nodes: never victims of a single-node job
@@ -106,10 +190,14 @@ class Impactful(FairShare):
         self._least_blocked: list[tuple[tuple[int, int], int]] = [((-1, -1), 0), ((-1, -1), 0)]
         self.reserve = frozenset(range(nodes - self.reserved_nodes(nodes), nodes))
         self.off_reserve = nodes - len(self.reserve)  # nodes a funded job fits on without borrowing
-        self.borrowers: dict[int, None] = {}  # running funded jobs borrowing the reserve, newest last
+        self.borrowers: dict[
+            int, None
+        ] = {}  # running funded jobs borrowing the reserve, newest last
         self.place: Place | None = None
         if self.reserve:
-            self.place = lambda g, avoid: cluster.best_fit(g, self.reserve | avoid) or cluster.best_fit(g, avoid)
+            self.place = lambda g, avoid: (
+                cluster.best_fit(g, self.reserve | avoid) or cluster.best_fit(g, avoid)
+            )
         # Draining (``drain_for_gangs``): the holder, its nodes, and the running jobs that borrow them.
         self.drain = Hold(lambda j: 0.0) if self.drain_for_gangs else None
         self._reclaim: frozenset[int] = frozenset()  # the jobs that yield to the searching holder
@@ -124,7 +212,9 @@ class Impactful(FairShare):
             nodes = best_fit(gpus, self.reserve | draining | avoid)
             if nodes is not None:
                 return nodes
-        return (best_fit(gpus, self.reserve | avoid) if self.reserve else None) or best_fit(gpus, avoid)
+        return (best_fit(gpus, self.reserve | avoid) if self.reserve else None) or best_fit(
+            gpus, avoid
+        )
 
     def drains(self, j: int, nodes: tuple[int, ...]) -> bool:
         """Whether job ``j`` on ``nodes`` borrows nodes draining for a gang: a drain holds, ``j``
@@ -147,8 +237,12 @@ class Impactful(FairShare):
     def borrows(self, job: Job, nodes: tuple[int, ...]) -> bool:
         """Whether funded ``job`` on ``nodes`` borrows the reserve: it is not debug/interactive,
         fits outside the reserve, and runs partly on it."""
-        return (job.funded and job.n_nodes <= self.off_reserve and not self.reserve.isdisjoint(nodes)
-                and not (self.boost and job.kind in BOOSTED_KINDS))
+        return (
+            job.funded
+            and job.n_nodes <= self.off_reserve
+            and not self.reserve.isdisjoint(nodes)
+            and not (self.boost and job.kind in BOOSTED_KINDS)
+        )
 
     def holds_for_s(self, sched: Scheduler, j: int) -> float:
         """How long pending job ``j`` would keep its nodes from a reserved gang if started now:
@@ -170,7 +264,9 @@ class Impactful(FairShare):
             return 0.0
         if getattr(self, "reserve", None) and self.borrows(job, self.ctx.view.nodes[job.idx]):
             return 0.0  # asked as the job starts, once it is placed: a borrower is unprotected
-        if getattr(self, "drain", None) is not None and self.drains(job.idx, self.ctx.view.nodes[job.idx]):
+        if getattr(self, "drain", None) is not None and self.drains(
+            job.idx, self.ctx.view.nodes[job.idx]
+        ):
             return 0.0  # likewise on nodes draining for a gang
         return min(job.min_runtime_s, self.cap_s(job))
 
@@ -180,7 +276,9 @@ class Impactful(FairShare):
         job, nodes = self.ctx.jobs[j], self.ctx.view.nodes[j]
         if not self.drains(j, nodes) or (self.reserve and self.borrows(job, nodes)):
             return ""
-        if (not job.funded and not self.protect_unallocated) or min(job.min_runtime_s, self.cap_s(job)) <= 0:
+        if (not job.funded and not self.protect_unallocated) or min(
+            job.min_runtime_s, self.cap_s(job)
+        ) <= 0:
             return ""
         return DRAIN_NOTE + self.ctx.jobs[self.drain.holder].job_id  # type: ignore[union-attr]
 
@@ -212,13 +310,22 @@ class Impactful(FairShare):
             self._drain_start(j, now)
         if job.funded:
             sched = self.ctx.view
-            size = (job.held, bool(self.reserve) and self.reserve.issuperset(self.ctx.view.nodes[j]))
-            begin = sched.started_at[j]  # ahead of now for a start waiting for GPUs in a grace period
+            size = (
+                job.held,
+                bool(self.reserve) and self.reserve.issuperset(self.ctx.view.nodes[j]),
+            )
+            begin = sched.started_at[
+                j
+            ]  # ahead of now for a start waiting for GPUs in a grace period
             until = begin + self.protection_s(job)  # as the engine computes it
-            self.open.add(j, self.fair.paths[job.leaf][1:], size, begin, until, sched.expected_end(j))
+            self.open.add(
+                j, self.fair.paths[job.leaf][1:], size, begin, until, sched.expected_end(j)
+            )
             self.searches.changed()  # a new victim, and a side's allocation grew
             if self.reserve and self.borrows(job, self.ctx.view.nodes[j]):
-                self.borrowers[j] = None  # (a borrowing gang blocks no one: it yields to debug work)
+                self.borrowers[j] = (
+                    None  # (a borrowing gang blocks no one: it yields to debug work)
+                )
             else:
                 self._count_gang(j, +1)
         else:
@@ -277,8 +384,15 @@ class Impactful(FairShare):
         if self.drain is not None:
             self._plan_drain(sched)
         gangs_too = refresh or self.gangs_preempt_every_pass
-        self.queues.run(self.fair, sched, partial(self.make_room, sched), (self.place, self.place), self.searches,
-                        NO_LIMIT if gangs_too else sched.cluster.gpus_per_node, self.hold)
+        self.queues.run(
+            self.fair,
+            sched,
+            partial(self.make_room, sched),
+            (self.place, self.place),
+            self.searches,
+            NO_LIMIT if gangs_too else sched.cluster.gpus_per_node,
+            self.hold,
+        )
         self.gate.done(sched)
 
     def _plan_drain(self, sched: Scheduler) -> None:
@@ -310,11 +424,14 @@ class Impactful(FairShare):
                 victims = self._search_one_node(sched, j, avoid, boosted)
             else:
                 victims = self._walk_all(sched, j, avoid, boosted)
-        reason = partial(self.why, sched, j) if victims is not None else None  # (only a success asks why)
+        reason = (
+            partial(self.why, sched, j) if victims is not None else None
+        )  # (only a success asks why)
         return self.searches.preempt(sched, j, victims, reason)
 
-    def _search_one_node(self, sched: Scheduler, j: int, avoid: frozenset[int],
-                         boosted: bool) -> list[int] | None:
+    def _search_one_node(
+        self, sched: Scheduler, j: int, avoid: frozenset[int], boosted: bool
+    ) -> list[int] | None:
         """The victims for single-node job ``j`` (None: no set makes room), as the walk of
         ``candidates`` would choose them, with the same side effects. Most searches are decided
         without the full walk (they were a quarter of the engine's time on a public-trace shape:
@@ -340,8 +457,14 @@ class Impactful(FairShare):
         room: dict[int, int] = {}  # the state of the walk of the first candidates (unpacked)
         accepted: list[int] = []
         # (whether they make room does not depend on their order: the cheaper one first)
-        first = walk_one(sched, job.gpus, self._first_candidates(sched, job, avoid, packed=False), avoid,
-                         room, accepted)
+        first = walk_one(
+            sched,
+            job.gpus,
+            self._first_candidates(sched, job, avoid, packed=False),
+            avoid,
+            room,
+            accepted,
+        )
         if first is not None and self.pack_victims:  # (the walk takes them in another order)
             first = walk_one(sched, job.gpus, self._first_candidates(sched, job, avoid), avoid)
         if first is not None:
@@ -352,32 +475,44 @@ class Impactful(FairShare):
             return None
         first_drawn = len(accepted)
         lender = self.boost and job.kind in BOOSTED_KINDS and bool(self.borrowers)
-        victims = walk_one(sched, job.gpus, self._funded_candidates(sched, j, avoid, lender), avoid, room, accepted)
+        victims = walk_one(
+            sched, job.gpus, self._funded_candidates(sched, j, avoid, lender), avoid, room, accepted
+        )
         if victims is None:
             return None
         if self.pack_victims:  # (the first candidates were walked unpacked)
             first_candidates = self._first_candidates(sched, job, avoid)
-            victims = walk_one(sched, job.gpus, chain(first_candidates, accepted[first_drawn:]), avoid)
+            victims = walk_one(
+                sched, job.gpus, chain(first_candidates, accepted[first_drawn:]), avoid
+            )
             assert victims is not None  # (the same room, drawn in another order)
         return victims if self._approves(sched, j)(victims) else None
 
-    def _walk_all(self, sched: Scheduler, j: int, avoid: frozenset[int], boosted: bool) -> list[int] | None:
+    def _walk_all(
+        self, sched: Scheduler, j: int, avoid: frozenset[int], boosted: bool
+    ) -> list[int] | None:
         """The victims the walk of ``candidates`` chooses for ``j`` (None: none make room),
         unless its search of whole nodes is ruled out at once."""
         if self._ruled_out(sched, sched.jobs[j], avoid, boosted):
             return None
-        return choose_victims(sched, j, self.candidates(sched, j, avoid), self._approves(sched, j), avoid)
+        return choose_victims(
+            sched, j, self.candidates(sched, j, avoid), self._approves(sched, j), avoid
+        )
 
     def _ruled_out(self, sched: Scheduler, job: Job, avoid: frozenset[int], boosted: bool) -> bool:
         """True if ``job`` takes whole nodes and too few could be cleared
         (``_too_few_clearable``). The walk this spares might have judged fair shares, so
         ``Searches.judged`` says so."""
-        if job.gpus < sched.cluster.gpus_per_node or not self._too_few_clearable(sched, job, avoid, boosted):
+        if job.gpus < sched.cluster.gpus_per_node or not self._too_few_clearable(
+            sched, job, avoid, boosted
+        ):
             return False
         self.searches.judged = True
         return True
 
-    def _no_funded_victim(self, sched: Scheduler, job: Job, avoid: frozenset[int], boosted: bool) -> bool:
+    def _no_funded_victim(
+        self, sched: Scheduler, job: Job, avoid: frozenset[int], boosted: bool
+    ) -> bool:
         """True if no funded victim could ever be accepted for single-node ``job``, once the
         first candidates (which free no funded GPUs, so they change no swap) make room nowhere:
         no side's smallest victim passes the fair swap with nothing freed. Then the walk would
@@ -394,13 +529,17 @@ class Impactful(FairShare):
             smallest = index.smallest(theirs, largest, reserve_too)
             if smallest is not None:
                 if no_better(mine_of[theirs], job.held, theirs, -smallest):
-                    return False  # (``_passes_alone``, inline: this loop is the usual failed search)
+                    return (
+                        False  # (``_passes_alone``, inline: this loop is the usual failed search)
+                    )
                 judged = True
         if judged:
             self.searches.judged = True
         return True
 
-    def _too_few_clearable(self, sched: Scheduler, job: Job, avoid: frozenset[int], boosted: bool) -> bool:
+    def _too_few_clearable(
+        self, sched: Scheduler, job: Job, avoid: frozenset[int], boosted: bool
+    ) -> bool:
         """True if fewer nodes than ``job`` needs whole (it takes whole nodes) could be cleared by
         any walk: such a node holds no protected GPU, is not in ``avoid``, and every job on it
         could be drawn and accepted, those of each fair-share side together taking at most
@@ -409,7 +548,12 @@ class Impactful(FairShare):
         a search that can succeed. It reads the jobs of the nodes without protected work only,
         and stops at the first one that fails."""
         need, now = job.n_nodes, sched.now
-        started, shielded, jobs, on_node = sched.started_at, sched.shielded, sched.jobs, sched.on_node
+        started, shielded, jobs, on_node = (
+            sched.started_at,
+            sched.shielded,
+            sched.jobs,
+            sched.on_node,
+        )
         split, leaf, largest = self.fair.split, job.leaf, self.max_victim_ratio * job.held
         self.open.refresh(now, shielded)  # (the bound counts the open jobs as of now)
         can_take = self.fair.most_taken(leaf, job.held, self.open.gpus)  # side -> GPUs
@@ -463,15 +607,22 @@ class Impactful(FairShare):
         if drain is None or drain.holder != j:
             return frozenset()
         now, jobs, started, shielded = sched.now, sched.jobs, sched.started_at, sched.shielded
-        return frozenset(v for n in drain.nodes for v in sched.on_node[n]
-                         if jobs[v].funded and not shielded[v] and started[v] < now)
+        return frozenset(
+            v
+            for n in drain.nodes
+            for v in sched.on_node[n]
+            if jobs[v].funded and not shielded[v] and started[v] < now
+        )
 
     def _hopeless(self, sched: Scheduler, job: Job, boosted: bool) -> bool:
         """A single-node job cannot break up gangs: True if every node it may use is too full
         of them and of protected jobs (a necessary condition only; the search decides)."""
         if job.n_nodes > 1 or self.max_victim_ratio > 1:
             return False
-        key = (sched.epoch, self.searches.version)  # shields and gangs only shrink with a change of these
+        key = (
+            sched.epoch,
+            self.searches.version,
+        )  # shields and gangs only shrink with a change of these
         known = self._least_blocked[boosted]
         if known[0] != key:
             known = self._least_blocked[boosted] = (key, self._least_blocked_now(sched, boosted))
@@ -488,7 +639,9 @@ class Impactful(FairShare):
             for n in self.reserve:
                 if n not in self.gang_nodes:  # (a gang's nodes are already placed above)
                     levels[cluster.shielded[n]] -= 1
-        return next((level for level, count in enumerate(levels) if count > 0), cluster.gpus_per_node)
+        return next(
+            (level for level, count in enumerate(levels) if count > 0), cluster.gpus_per_node
+        )
 
     def candidates(self, sched: Scheduler, j: int, avoid: frozenset[int]) -> Iterator[int]:
         """Preemptible running jobs in preference order: unallocated, the most recently started
@@ -502,15 +655,18 @@ class Impactful(FairShare):
         started, job = sched.started_at, sched.jobs[j]
         yield from self._first_candidates(sched, job, avoid)
         lender = self.boost and job.kind in BOOSTED_KINDS and self.borrowers
-        reclaim = self._reclaim if self.drain is not None and self.drain.holder == j else frozenset()
+        reclaim = (
+            self._reclaim if self.drain is not None and self.drain.holder == j else frozenset()
+        )
         if reclaim:  # unprotected work on the draining nodes yields to their gang at once
             for v in sorted(reclaim, key=lambda v: (started[v], v), reverse=True):
                 if not (lender and v in self.borrowers):
                     yield v
         yield from self._funded_candidates(sched, j, avoid, bool(lender), reclaim)
 
-    def _first_candidates(self, sched: Scheduler, job: Job, avoid: frozenset[int],
-                          packed: bool = True) -> Iterator[int]:
+    def _first_candidates(
+        self, sched: Scheduler, job: Job, avoid: frozenset[int], packed: bool = True
+    ) -> Iterator[int]:
         """The candidates a walk draws before any funded one: unallocated work (``packed``:
         for a single-node job with ``pack_victims``, in that order), then, for debug and
         interactive work, the borrowers of the reserve, which yield to it at once."""
@@ -534,7 +690,9 @@ class Impactful(FairShare):
         the most protected GPUs first (the most on any of a job's nodes), newest first within."""
         shielded, nodes = sched.cluster.shielded, sched.nodes
         victims = list(self._unfunded(sched, avoid))
-        victims.sort(key=lambda v: max(map(shielded.__getitem__, nodes[v])), reverse=True)  # (stable)
+        victims.sort(
+            key=lambda v: max(map(shielded.__getitem__, nodes[v])), reverse=True
+        )  # (stable)
         return victims
 
     def _lent(self, sched: Scheduler, avoid: frozenset[int]) -> Iterator[int]:
@@ -544,16 +702,29 @@ class Impactful(FairShare):
             if started[v] < now and not (avoid and avoid.issuperset(nodes[v])):
                 yield v
 
-    def _judge_none_passing(self, sides: list[tuple[int, list[tuple[int, bool]], bool]], now: float,
-                            avoid: frozenset[int], lender: bool) -> None:
+    def _judge_none_passing(
+        self,
+        sides: list[tuple[int, list[tuple[int, bool]], bool]],
+        now: float,
+        avoid: frozenset[int],
+        lender: bool,
+    ) -> None:
         """With no side passing the swap, the walk would still have drawn (and judged) a victim
         if one is drawable: then a refresh may change the verdict (``Searches.judged``)."""
-        if not self.searches.judged and any(self._drawable([(side, size) for size in sizes], now, avoid, lender)
-                                            for side, sizes, _ in sides):
+        if not self.searches.judged and any(
+            self._drawable([(side, size) for size in sizes], now, avoid, lender)
+            for side, sizes, _ in sides
+        ):
             self.searches.judged = True
 
-    def _funded_candidates(self, sched: Scheduler, j: int, avoid: frozenset[int], lender: bool,
-                           reclaim: frozenset[int] = frozenset()) -> Iterator[int]:
+    def _funded_candidates(
+        self,
+        sched: Scheduler,
+        j: int,
+        avoid: frozenset[int],
+        lender: bool,
+        reclaim: frozenset[int] = frozenset(),
+    ) -> Iterator[int]:
         """The funded part of ``candidates``, from the index of unprotected victims under each
         side of ``j``'s splits: sides most over-served first (equal values merge by start
         time); a side whose smallest victim fails the fair swap is left at once (a larger one
@@ -575,7 +746,11 @@ class Impactful(FairShare):
             groups.setdefault(fair.served(theirs), []).extend((theirs, size) for size in sizes)
         freed: dict[int, int] = {}  # funded GPUs taken from each tree node by the victims so far
         failed: dict[int, int] = {}  # side -> smallest size that failed since the last victim
-        mine_of, no_better, held = self._mine_of[job.leaf], fair.no_better, job.held  # (filled by _open_sides)
+        mine_of, no_better, held = (
+            self._mine_of[job.leaf],
+            fair.no_better,
+            job.held,
+        )  # (filled by _open_sides)
         for served in sorted(groups, reverse=True):
             group = groups[served]
             if not freed and not any(passes[side] for side, _ in group):
@@ -589,9 +764,13 @@ class Impactful(FairShare):
                 if avoid and avoid.issuperset(nodes[v]):
                     continue  # freeing the reserve does not help
                 victim = jobs[v]
-                gpus, mine = victim.held, mine_of[theirs]  # (``_fair_swap``, inline: the victim is under theirs)
-                if gpus < failed.get(theirs, NO_LIMIT) and no_better(mine, held - freed.get(mine, 0), theirs,
-                                                                      -freed.get(theirs, 0) - gpus):
+                gpus, mine = (
+                    victim.held,
+                    mine_of[theirs],
+                )  # (``_fair_swap``, inline: the victim is under theirs)
+                if gpus < failed.get(theirs, NO_LIMIT) and no_better(
+                    mine, held - freed.get(mine, 0), theirs, -freed.get(theirs, 0) - gpus
+                ):
                     for node in fair.paths[victim.leaf]:
                         freed[node] = freed.get(node, 0) + gpus
                     failed.clear()
@@ -602,13 +781,17 @@ class Impactful(FairShare):
                 if all(failed.get(side, NO_LIMIT) <= smallest[side] for side, _ in group):
                     break  # every victim left in this group would fail too
 
-    def _open_sides(self, job: Job, avoid: frozenset[int]) -> list[tuple[int, list[tuple[int, bool]], bool]]:
+    def _open_sides(
+        self, job: Job, avoid: frozenset[int]
+    ) -> list[tuple[int, list[tuple[int, bool]], bool]]:
         """(side, the sizes of its victims ``job`` may break up, smallest first, whether its
         smallest passes the fair swap with nothing freed yet) for each side of ``job``'s
         splits with victims. With nothing freed, the verdict depends only on the victim's size
         and gets no better as it grows (the same sums as ``_fair_swap``)."""
         largest, index = self.max_victim_ratio * job.held, self.open
-        reserve_too = not (avoid and avoid.issuperset(self.reserve))  # (else those victims cannot help)
+        reserve_too = not (
+            avoid and avoid.issuperset(self.reserve)
+        )  # (else those victims cannot help)
         sides = self._sides(job.leaf)
         found = []
         for theirs in sides:
@@ -622,14 +805,23 @@ class Impactful(FairShare):
         nothing freed yet (``_fair_swap``'s sums)."""
         return self.fair.no_better(self._mine_of[job.leaf][theirs], job.held, theirs, -gpus)
 
-    def _drawable(self, group: list[tuple[int, tuple[int, bool]]], now: float, avoid: frozenset[int],
-                  lender: bool) -> bool:
+    def _drawable(
+        self,
+        group: list[tuple[int, tuple[int, bool]]],
+        now: float,
+        avoid: frozenset[int],
+        lender: bool,
+    ) -> bool:
         """Whether the walk of ``group`` would draw (and judge) a victim at all: one started
         before now, not handed out already, not only on nodes in ``avoid``."""
         nodes, borrowers, lists = self.ctx.view.nodes, self.borrowers, self.open.lists
         for key in group:
             for s, v in reversed(lists[key]):
-                if s < now and not (lender and v in borrowers) and not (avoid and avoid.issuperset(nodes[v])):
+                if (
+                    s < now
+                    and not (lender and v in borrowers)
+                    and not (avoid and avoid.issuperset(nodes[v]))
+                ):
                     return True
         return False
 
@@ -652,8 +844,11 @@ class Impactful(FairShare):
         borrowers = self.borrowers
 
         def approve(victims: list[int]) -> bool:
-            funded = [jobs[v] for v in victims if jobs[v].funded and not (lender and v in borrowers)
-                      and not self._reclaims(j, v)]
+            funded = [
+                jobs[v]
+                for v in victims
+                if jobs[v].funded and not (lender and v in borrowers) and not self._reclaims(j, v)
+            ]
             freed: dict[int, int] = {}
             for victim in funded:
                 for node in fair.paths[victim.leaf]:
@@ -669,4 +864,6 @@ class Impactful(FairShare):
         """Whether ``job``'s side stays no better served than ``victim``'s side at their lowest
         common ancestor, with ``freed`` (plus ``extra`` from the victim's side) taken away."""
         mine, theirs = self.fair.split(job.leaf, victim.leaf)  # type: ignore[misc]
-        return self.fair.no_better(mine, job.held - freed.get(mine, 0), theirs, -freed.get(theirs, 0) - extra)
+        return self.fair.no_better(
+            mine, job.held - freed.get(mine, 0), theirs, -freed.get(theirs, 0) - extra
+        )

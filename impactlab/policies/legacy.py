@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import ClassVar
 
-from ..events import Job
-from .base import BasePolicy, Context, Scheduler
+from ..sim.events import Job
+from ..sim.policy import BasePolicy, Context, Scheduler
 from .queues import PassGate, Searches, SizeQueues, drain
 from .victims import choose_victims, could_fit, room_profile
 
@@ -26,7 +26,9 @@ class Legacy(BasePolicy):
         super().setup(ctx)
         self.queue = SizeQueues()
         self.gate = PassGate()
-        levels = max((job.priority for job in ctx.jobs), default=0) - min((job.priority for job in ctx.jobs), default=0)
+        levels = max((job.priority for job in ctx.jobs), default=0) - min(
+            (job.priority for job in ctx.jobs), default=0
+        )
         self.low = min((job.priority for job in ctx.jobs), default=0)
         # Running preemptible jobs per priority level, in start order: the only possible victims.
         self.victims_at: list[dict[int, None]] = [{} for _ in range(levels + 1)]
@@ -69,7 +71,7 @@ class Legacy(BasePolicy):
 
     def _count(self, job: Job, sign: int) -> None:
         per_node = sign * job.per_node
-        for counts in self.below[job.priority - self.low + 1:]:
+        for counts in self.below[job.priority - self.low + 1 :]:
             for n in self.ctx.view.nodes[job.idx]:
                 counts[n] += per_node
 
@@ -90,13 +92,16 @@ class Legacy(BasePolicy):
         if key != self._profiles_key:
             self._profiles, self._profiles_key = {}, key
         if level not in self._profiles:
-            self._profiles[level] = room_profile(sched.cluster.free, self.below[level], sched.cluster.gpus_per_node)
+            self._profiles[level] = room_profile(
+                sched.cluster.free, self.below[level], sched.cluster.gpus_per_node
+            )
         return self._profiles[level]
 
     def _could_place(self, job: Job) -> bool:
         cluster = self.ctx.view.cluster
         return job.gpus <= cluster.largest_fit() or could_fit(
-            self._profile(self.ctx.view, job.priority - self.low), job.gpus, cluster.gpus_per_node)
+            self._profile(self.ctx.view, job.priority - self.low), job.gpus, cluster.gpus_per_node
+        )
 
     def make_room(self, sched: Scheduler, j: int) -> bool:
         """Preempt preemptible jobs below ``j``'s priority: lowest level first, and within a
@@ -105,10 +110,14 @@ class Legacy(BasePolicy):
         if not could_fit(self._profile(sched, level), job.gpus, sched.cluster.gpus_per_node):
             return False
         now, started = sched.now, sched.started_at
-        ranked = (v for lower in self.victims_at[:level] for v in reversed(lower) if started[v] < now)
+        ranked = (
+            v for lower in self.victims_at[:level] for v in reversed(lower) if started[v] < now
+        )
         victims = choose_victims(sched, j, ranked)
         return self.searches.preempt(sched, j, victims, partial(self.why, sched, j))
 
     def why(self, sched: Scheduler, j: int, v: int) -> str:
         """Why victim ``v`` yields to job ``j``: a preemptible job of lower priority."""
-        return f"priority {sched.jobs[j].priority} over preemptible priority {sched.jobs[v].priority}"
+        return (
+            f"priority {sched.jobs[j].priority} over preemptible priority {sched.jobs[v].priority}"
+        )

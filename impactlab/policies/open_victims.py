@@ -26,8 +26,12 @@ class OpenVictims:
     def __init__(self) -> None:
         self.lists: dict[tuple[int, Size], list[Entry]] = {}  # (budget node, size) -> entries
         self.sizes: dict[int, list[Size]] = {}  # budget node -> sorted sizes it has entries of
-        self._where: dict[int, tuple[tuple[int, ...], Size, Entry]] = {}  # open job -> (nodes, size, entry)
-        self._due: list[tuple[float, float, int, tuple[int, ...], Size]] = []  # (until, start, job, nodes, size)
+        self._where: dict[
+            int, tuple[tuple[int, ...], Size, Entry]
+        ] = {}  # open job -> (nodes, size, entry)
+        self._due: list[
+            tuple[float, float, int, tuple[int, ...], Size]
+        ] = []  # (until, start, job, nodes, size)
         self._attempt: dict[int, float] = {}  # running job -> its attempt's start time
         # budget node -> GPUs the open jobs under it hold (the most a walk can free there)
         self.gpus: dict[int, int] = {}
@@ -35,7 +39,15 @@ class OpenVictims:
     def __len__(self) -> int:
         return len(self._where)
 
-    def add(self, j: int, nodes: tuple[int, ...], size: Size, start_s: float, until_s: float, end_s: float) -> None:
+    def add(
+        self,
+        j: int,
+        nodes: tuple[int, ...],
+        size: Size,
+        start_s: float,
+        until_s: float,
+        end_s: float,
+    ) -> None:
         """Funded job ``j`` (under budget ``nodes``) started at ``start_s``, protected until
         ``until_s`` (it stays protected to its end if that comes first)."""
         self._attempt[j] = start_s

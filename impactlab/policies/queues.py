@@ -15,7 +15,7 @@ import heapq
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from .base import Scheduler
+from ..sim.policy import Scheduler
 from .reservation import NOTHING, Hold
 
 Key = tuple[Any, ...]  # ordering key; its last element is the job index
@@ -77,8 +77,9 @@ class SizeQueues:
         if not left:
             self.sizes.remove(gpus)
 
-    def best_head(self, limit: int, skip: set[int] | frozenset[int] = frozenset(),
-                  above: int = 0) -> tuple[Key, int] | None:
+    def best_head(
+        self, limit: int, skip: set[int] | frozenset[int] = frozenset(), above: int = 0
+    ) -> tuple[Key, int] | None:
         """The smallest key among the heads of sizes above ``above``, below ``limit`` and not in
         ``skip``."""
         best: tuple[Key, int] | None = None
@@ -97,7 +98,9 @@ class SizeQueues:
 
 
 PreemptFn = Callable[[int], bool]
-Place = Callable[[int, frozenset[int]], "tuple[int, ...] | None"]  # (gang size, nodes to avoid) -> nodes
+Place = Callable[
+    [int, frozenset[int]], "tuple[int, ...] | None"
+]  # (gang size, nodes to avoid) -> nodes
 NO_LIMIT = 1 << 62
 #: In a lane that cannot preempt, how many jobs that fit only on reserved nodes a scan passes
 #: over (looking for one short enough to use them) before closing those nodes for the rest of
@@ -106,9 +109,15 @@ NO_LIMIT = 1 << 62
 BACKFILL_DEPTH = 16
 
 
-def drain(queue: SizeQueues, sched: Scheduler, make_room: PreemptFn | None = None,
-          larger_no_easier: bool = True, place: Place | None = None, hold: Hold | None = None,
-          search_max: int = NO_LIMIT) -> None:
+def drain(
+    queue: SizeQueues,
+    sched: Scheduler,
+    make_room: PreemptFn | None = None,
+    larger_no_easier: bool = True,
+    place: Place | None = None,
+    hold: Hold | None = None,
+    search_max: int = NO_LIMIT,
+) -> None:
     """Start jobs from ``queue`` in key order without head-of-line blocking.
 
     A job that does not fit asks ``make_room(j)`` to preempt for it (which returns True when
@@ -133,8 +142,12 @@ def drain(queue: SizeQueues, sched: Scheduler, make_room: PreemptFn | None = Non
     failed: set[int] = set()
     aside: list[tuple[Key, int]] = []
     passed, closed = 0, False
-    kept_out: set[int] = set()  # sizes that failed while kept off the reserved nodes (room only shrinks)
-    free_failed: set[int] = set()  # sizes whose search failed for a job free to use the reserved nodes
+    kept_out: set[int] = (
+        set()
+    )  # sizes that failed while kept off the reserved nodes (room only shrinks)
+    free_failed: set[int] = (
+        set()
+    )  # sizes whose search failed for a job free to use the reserved nodes
     while queue.live:
         limit = min(cap, max(cluster.largest_fit(), search_max if make_room else 0) + 1)
         found = queue.best_head(limit, failed)
@@ -149,7 +162,11 @@ def drain(queue: SizeQueues, sched: Scheduler, make_room: PreemptFn | None = Non
             continue
         avoid = hold.nodes if held else NOTHING  # type: ignore[union-attr]
         # (every placement is a best fit, which cannot succeed above the largest free block)
-        nodes = None if (held and gpus in kept_out) or gpus > cluster.largest_fit() else place(gpus, avoid)
+        nodes = (
+            None
+            if (held and gpus in kept_out) or gpus > cluster.largest_fit()
+            else place(gpus, avoid)
+        )
         restart = nodes is None and make_room is not None and make_room(j)
         if restart:
             nodes = place(gpus, avoid)
@@ -238,8 +255,13 @@ class Searches:
         self._last_pass_s = now
         self.missed_fresh = False
 
-    def preempt(self, sched: Scheduler, j: int, victims: list[int] | None,
-                why: Callable[[int], str] | None = None) -> bool:
+    def preempt(
+        self,
+        sched: Scheduler,
+        j: int,
+        victims: list[int] | None,
+        why: Callable[[int], str] | None = None,
+    ) -> bool:
         """Preempt ``victims`` for job ``j``, or note a failed search (None). True if ``j``
         can now be placed. ``why(v)`` is the reason logged for victim ``v``, asked for every
         victim before the first is preempted (so each sees the state the decision saw)."""

@@ -22,7 +22,7 @@ import bisect
 import math
 from collections.abc import Callable
 
-from .base import Scheduler
+from ..sim.policy import Scheduler
 
 NOTHING: frozenset[int] = frozenset()
 

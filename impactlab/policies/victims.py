@@ -5,14 +5,19 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterable
 
-from ..cluster import nodes_needed
-from .base import Scheduler
+from ..base.gangs import nodes_needed
+from ..sim.policy import Scheduler
 
 Approve = Callable[[list[int]], bool]  # is this final set of victims allowed?
 
 
-def choose_victims(sched: Scheduler, j: int, candidates: Iterable[int], approve: Approve | None = None,
-                   avoid: frozenset[int] = frozenset()) -> list[int] | None:
+def choose_victims(
+    sched: Scheduler,
+    j: int,
+    candidates: Iterable[int],
+    approve: Approve | None = None,
+    avoid: frozenset[int] = frozenset(),
+) -> list[int] | None:
     """Victims, in preference order, whose preemption lets job ``j`` be placed; None if none do.
 
     Walks ``candidates`` in order, counting what each would free per node, and stops at the
@@ -29,7 +34,9 @@ def choose_victims(sched: Scheduler, j: int, candidates: Iterable[int], approve:
     return victims
 
 
-def _walk(sched: Scheduler, j: int, candidates: Iterable[int], avoid: frozenset[int]) -> list[int] | None:
+def _walk(
+    sched: Scheduler, j: int, candidates: Iterable[int], avoid: frozenset[int]
+) -> list[int] | None:
     cluster, job = sched.cluster, sched.jobs[j]
     if not cluster.could_free(job.gpus):
         return None
@@ -58,8 +65,14 @@ def _walk(sched: Scheduler, j: int, candidates: Iterable[int], avoid: frozenset[
     return None
 
 
-def walk_one(sched: Scheduler, need: int, candidates: Iterable[int], avoid: frozenset[int],
-             room: dict[int, int] | None = None, accepted: list[int] | None = None) -> list[int] | None:
+def walk_one(
+    sched: Scheduler,
+    need: int,
+    candidates: Iterable[int],
+    avoid: frozenset[int],
+    room: dict[int, int] | None = None,
+    accepted: list[int] | None = None,
+) -> list[int] | None:
     """``_walk`` for a single-node job of ``need`` GPUs: the first node with room wins (None:
     the candidates make room nowhere). It trims as ``_trim`` does, for one node, inline
     (calling ``_trim`` costs 3% of an impactful run).

@@ -242,7 +242,9 @@ def wait_until_preheated(proc: subprocess.Popen, port: int, log: Path) -> None:
         for kernel in server.children(recursive=True):
             with contextlib.suppress(psutil.Error):  # a kernel that ended meanwhile
                 links = kernel.net_connections(kind="tcp")
-                if any(c.raddr and c.raddr.port == port and c.status == "ESTABLISHED" for c in links):
+                if any(
+                    c.raddr and c.raddr.port == port and c.status == "ESTABLISHED" for c in links
+                ):
                     return
         time.sleep(0.25)  # a kernel running a notebook: there is no event to wait on
     tail = log.read_text()[-3000:]
@@ -313,7 +315,9 @@ def new_page(browser, artifacts: Path, failed) -> Iterator:
         yield page
         name = failed()
         if name:
-            with contextlib.suppress(Exception):  # a crashed page cannot be shot; the failure stands
+            with contextlib.suppress(
+                Exception
+            ):  # a crashed page cannot be shot; the failure stands
                 page.screenshot(path=artifacts / f"{safe_name(name)}-FAILED.png")
     finally:
         context.close()
@@ -338,9 +342,10 @@ def module_page(browser, request: pytest.FixtureRequest, artifacts: Path) -> Ite
     on one app, where loading the app again for each step would cost a kernel start each. A
     test that fails there leaves a screenshot of the page as it was."""
     items = [i for i in request.session.items if getattr(i, "module", None) is request.module]
-    with new_page(browser, artifacts, lambda: next(filter(None, map(failed_test, items)), "")) as page:
+    with new_page(
+        browser, artifacts, lambda: next(filter(None, map(failed_test, items)), "")
+    ) as page:
         yield page
-
 
 
 def safe_name(test: str) -> str:

@@ -45,7 +45,9 @@ def menu(page, top: str, item: str) -> None:
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{re.escape(item)}$")).click()
 
 
-@pytest.mark.parametrize("name", [NOTEBOOKS[0], pytest.param(NOTEBOOKS[1], marks=pytest.mark.thorough)])
+@pytest.mark.parametrize(
+    "name", [NOTEBOOKS[0], pytest.param(NOTEBOOKS[1], marks=pytest.mark.thorough)]
+)
 def test_notebook_runs_in_jupyterlab(page, lab, shot, name):
     base, token = lab
     assert (ROOT / "notebooks" / name).exists(), (

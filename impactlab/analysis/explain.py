@@ -1,0 +1,686 @@
+"""Why is my job waiting? A job's story in words, from the event log and the run's inputs.
+
+``explain(result, job_id)`` replays the log: the cluster's free GPUs per node (from start and
+stop events, and node failures), which jobs ran and when their protection ended, and which
+jobs started while this one waited. Each wait gets the reasons the replay supports:
+
+* ``no_room``: no block of the job's size was free (for a gang: too few whole nodes), with the
+  largest free block, and for how much of the wait it would have fitted;
+* ``behind``: jobs that started while it waited, by project (the policy ranked them first);
+* ``protected``: running jobs it could not preempt (contract, opt-out), and when the first
+  protection ended;
+* ``priority`` (legacy): running preemptible jobs it could not preempt, being of its priority
+  or higher;
+* ``fair_share`` (impactful): unprotected funded jobs it did not preempt: of its own project
+  (never its victims), too large to break up (``max_victim_ratio``), or on sides no more
+  over-served than its own (the no-ping-pong rule); a gang also searches only at refreshes;
+* ``reserve``: the interactive reserve, which a job that is neither debug nor interactive may
+  use when free but not clear by preemption;
+* ``no_preemption``: the policy (or the job's standing under it) never preempts for it;
+* ``cycle``: the scheduler decides only every ``cycle_s``: the part of the wait until its next
+  decision;
+* ``grace``: the jobs it preempted kept their GPUs through their grace period (``grace_s``).
+
+A preemption's reason is the one the policy logged (``by=<job_id>; <reason>``). The replay
+counts what a pass could see; it does not rerun the policy, so it states facts that explain a
+wait, not the policy's every consideration (a backfill reservation, for one, leaves no trace).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol
+
+import numpy as np
+import pandas as pd
+
+from ..base.config import SimConfig
+from ..base.units import HOUR_S
+from ..inputs.budgets import BudgetTree
+from ..policies import Policy, make_policy
+from ..policies.fair import BOOSTED_KINDS
+from ..policies.impactful import Impactful
+from ..policies.legacy import Legacy
+from ..sim.events import Ev, Job, jobs_from_trace, preempt_reason, preemptor
+from ..sim.policy import DRAIN_NOTE
+
+# Event names as plain strings (an enum's ``.value`` is a Python call on every row replayed).
+SUBMIT, START, PREEMPT, REQUEUE, FINISH, FAIL, WITHDRAW, NODE_DOWN, NODE_UP, KILL, RESUBMIT = (
+    Ev.SUBMIT.value,
+    Ev.START.value,
+    Ev.PREEMPT.value,
+    Ev.REQUEUE.value,
+    Ev.FINISH.value,
+    Ev.FAIL.value,
+    Ev.WITHDRAW.value,
+    Ev.NODE_DOWN.value,
+    Ev.NODE_UP.value,
+    Ev.KILL.value,
+    Ev.RESUBMIT.value,
+)
+#: Rows that give an attempt's GPUs back. A preempted attempt keeps them through its grace
+#: period, until its ``requeue`` or ``kill``; a failed one gives them back at the ``fail``.
+STOPS = frozenset({FINISH, FAIL, REQUEUE, KILL})
+
+
+class SimResult(Protocol):
+    """What a story is told from (``impactlab.analysis.results.SimResult`` is one)."""
+
+    config: SimConfig
+    trace: pd.DataFrame
+    tree: BudgetTree
+    events: pd.DataFrame
+
+    @property
+    def jobs(self) -> pd.DataFrame:
+        """Per-job table derived from the event log."""
+        ...
+
+
+class Reason(StrEnum):
+    """Why a job waited (see the module docstring)."""
+
+    NO_ROOM = "no_room"
+    BEHIND = "behind"
+    PROTECTED = "protected"
+    PRIORITY = "priority"
+    FAIR_SHARE = "fair_share"
+    RESERVE = "reserve"
+    NO_PREEMPTION = "no_preemption"
+    CYCLE = "cycle"
+    GRACE = "grace"
+
+
+@dataclass(frozen=True)
+class Why:
+    """One reason for a wait, in words."""
+
+    reason: Reason
+    text: str
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a job's story: when, what kind (an event name, ``wait`` or ``running``), in
+    words; a wait also has its length and its reasons."""
+
+    t_s: float
+    kind: str
+    text: str
+    why: tuple[Why, ...] = ()
+    span_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Story:
+    """A job's story: its steps in time order."""
+
+    job_id: str
+    steps: tuple[Step, ...]
+
+    def text(self) -> str:
+        """The story as lines of text, one per step (reasons indented below their wait)."""
+        lines = [f"job {self.job_id}"]
+        for step in self.steps:
+            lines.append(f"  {hours(step.t_s):>10}  {step.text}")
+            lines += [f"  {'':>10}    - {why.text}" for why in step.why]
+        return "\n".join(lines)
+
+    def frame(self) -> pd.DataFrame:
+        """The steps as a table: t_h, kind, text (reasons joined in the text)."""
+        rows = [
+            (s.t_s / HOUR_S, s.kind, "; ".join([s.text, *(w.text for w in s.why)]))
+            for s in self.steps
+        ]
+        return pd.DataFrame(rows, columns=["t_h", "kind", "text"])
+
+    def reasons(self) -> list[Reason]:
+        """Every wait reason of the story, in order."""
+        return [why.reason for step in self.steps for why in step.why]
+
+
+class ExplainError(KeyError):
+    """The job is not in the run."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def hours(t_s: float) -> str:
+    """A time as hours from the start of the run."""
+    return f"{t_s / HOUR_S:.2f} h"
+
+
+def span(seconds: float) -> str:
+    """A duration in words: seconds, minutes or hours."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * HOUR_S:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / HOUR_S:.1f} h"
+
+
+# ----- the replay ------------------------------------------------------------------------------
+@dataclass
+class Attempt:
+    """A running attempt as the replay sees it."""
+
+    job: Job
+    nodes: tuple[int, ...]
+    protected_until_s: float
+
+
+@dataclass
+class Occupancy:
+    """Free GPUs per node, nodes down and running attempts, as of the rows replayed so far."""
+
+    per_node: int
+    free: list[int]
+    down: set[int] = field(default_factory=set)
+    running: dict[str, Attempt] = field(default_factory=dict)
+
+    def fits(self, job: Job) -> bool:
+        """Whether ``job`` could be placed now."""
+        return self.block(job) >= (job.n_nodes if job.n_nodes > 1 else job.gpus)
+
+    def block(self, job: Job) -> int:
+        """The largest free block for ``job``: whole free nodes for a gang, else the most free
+        GPUs on one node (healthy nodes only)."""
+        free, down = self.free, self.down
+        if job.n_nodes > 1:  # (a story replays the whole log: list methods, not a loop, per row)
+            return free.count(self.per_node) - sum(free[n] == self.per_node for n in down)
+        if not down:
+            return max(free)
+        return max((f for n, f in enumerate(free) if n not in down), default=0)
+
+
+def node_list(nodes: str) -> tuple[int, ...]:
+    """The nodes of a log row's ``nodes`` field ("3,4,5")."""
+    return tuple(int(n) for n in nodes.split(","))
+
+
+class Replay:
+    """Walks the event log once, keeping the occupancy (``Occupancy``) up to date."""
+
+    def __init__(self, result: SimResult, jobs: dict[str, Job], protection: Protection):
+        c = result.config
+        self.state = Occupancy(c.gpus_per_node, [c.gpus_per_node] * c.nodes)
+        self.rows = list(
+            result.events[["t_s", "event", "job_id", "nodes", "detail"]].itertuples(index=False)
+        )
+        self.jobs, self.protection, self.pos = jobs, protection, 0
+        self.cycle_s, self.grace_s = c.cycle_s, c.grace_s
+        kills = result.events[result.events["event"] == KILL]
+        self.lost_at = dict(zip(zip(kills["job_id"], kills["t_s"]), kills["lost_s"]))
+
+    def advance(self, until: int) -> None:
+        """Apply rows up to (not including) position ``until``."""
+        while self.pos < until:
+            self.apply(self.rows[self.pos])
+            self.pos += 1
+
+    def apply(self, row: tuple) -> None:
+        """Apply one event row to the cluster state."""
+        t, event, job_id, nodes, detail = row
+        state = self.state
+        if event == START:
+            job, where = self.jobs[job_id], node_list(nodes)
+            for n in where:
+                state.free[n] -= job.per_node
+            state.running[job_id] = Attempt(job, where, t + self.protection(job, where, detail))
+        elif event in STOPS:
+            attempt = state.running.pop(
+                job_id, None
+            )  # (a failed attempt is gone before its requeue)
+            if attempt is not None:
+                for n in attempt.nodes:
+                    state.free[n] += attempt.job.per_node
+        elif event == NODE_DOWN:
+            state.down.add(int(nodes))
+        elif event == NODE_UP:
+            state.down.discard(int(nodes))
+
+
+class Protection:
+    """For how long an attempt is protected, by the run's policy's contract."""
+
+    def __init__(self, result: SimResult):
+        self.policy: Policy = make_policy(result.config.policy, **result.config.policy_knobs)
+        nodes = result.config.nodes
+        sized = getattr(self.policy, "reserved_nodes", None)
+        self.reserve = frozenset(range(nodes - sized(nodes), nodes)) if sized else frozenset()
+        self.off_reserve = nodes - len(self.reserve)
+
+    def __call__(self, job: Job, nodes: tuple[int, ...], detail: str = "") -> float:
+        """Seconds the attempt of ``job`` on ``nodes`` (its start row's ``detail``) is protected
+        (impactful: none for a borrower of the reserve, as ``Impactful.borrows`` says, nor for
+        a start on nodes draining for a gang, as its start note says)."""
+        if self.borrows(job, nodes) or detail.startswith(DRAIN_NOTE):
+            return 0.0
+        return self.policy.protection_s(job)  # a policy's contract reads the job only
+
+    def borrows(self, job: Job, nodes: tuple[int, ...]) -> bool:
+        """Funded ``job``, not debug/interactive, fits off the reserve yet runs partly on it."""
+        return (
+            bool(self.reserve)
+            and job.funded
+            and job.n_nodes <= self.off_reserve
+            and not self.reserve.isdisjoint(nodes)
+            and not self.boosted(job)
+        )
+
+    def boosted(self, job: Job) -> bool:
+        """A debug/interactive job under a policy that boosts them."""
+        return bool(getattr(self.policy, "boost", False)) and job.kind in BOOSTED_KINDS
+
+    def preempts_for(self, job: Job) -> bool:
+        """Whether the policy ever preempts for ``job`` (impactful: funded jobs only)."""
+        return isinstance(self.policy, Legacy) or (
+            isinstance(self.policy, Impactful) and job.funded
+        )
+
+
+def protection_ends(result: SimResult, records: Sequence[Job]) -> np.ndarray:
+    """When the contract of each attempt ends, per ``start`` row of the log in order (its start
+    where it had none), by the run's policy (``Protection``); ``records``: the run's job records."""
+    protection, jobs = Protection(result), {job.job_id: job for job in records}
+    starts = result.events[result.events["event"] == START]
+    return np.array(
+        [
+            t + protection(jobs[j], node_list(nodes), detail)
+            for t, j, nodes, detail in zip(
+                starts["t_s"], starts["job_id"], starts["nodes"], starts["detail"]
+            )
+        ],
+        dtype=float,
+    )
+
+
+# ----- the story -------------------------------------------------------------------------------
+def explain(result: SimResult, job_id: str, records: Sequence[Job] | None = None) -> Story:
+    """The story of ``job_id`` in ``result``: its steps, each wait with its reasons
+    (``records``: the run's job records, if already built)."""
+    records = records or jobs_from_trace(result.trace, result.tree, result.config.gpus_per_node)
+    jobs = {job.job_id: job for job in records}
+    if job_id not in jobs:
+        raise ExplainError(f"no job {job_id!r} in this run ({len(jobs)} jobs)")
+    job = jobs[job_id]
+    replay = Replay(result, jobs, Protection(result))
+    steps: list[Step] = []
+    waiting_since: int | None = None
+    for p in np.flatnonzero(result.events["job_id"].to_numpy() == job_id).tolist():
+        t, event, _, nodes, detail = replay.rows[p]
+        if event in (SUBMIT, REQUEUE, RESUBMIT):
+            steps.append(_queued(job, t, event))
+            waiting_since = p
+            continue
+        if waiting_since is not None and event in (START, WITHDRAW):
+            if t > replay.rows[waiting_since].t_s:  # (started in the instant it arrived: no wait)
+                steps.append(_wait(job, replay, waiting_since, p))
+            waiting_since = None
+        replay.advance(p)
+        steps.append(_event_step(job, t, event, nodes, detail, jobs, replay))
+    if waiting_since is not None:
+        steps.append(_wait(job, replay, waiting_since, len(replay.rows), result.config.horizon_s))
+    elif steps and steps[-1].kind == START:
+        steps.append(
+            Step(result.config.horizon_s, "running", "still running at the end of the run")
+        )
+    return Story(job_id, tuple(steps))
+
+
+def _queued(job: Job, t: float, event: str) -> Step:
+    if event == REQUEUE:
+        return Step(t, event, "requeued: waits to start again")
+    if event == RESUBMIT:
+        return Step(t, event, "resubmitted by its user: waits to start again")
+    project = (
+        f"project {job.project}" if job.funded else f"{job.project or 'no project'} (unallocated)"
+    )
+    return Step(
+        t,
+        event,
+        f"submitted: {job.kind}, {job.gpus} GPU{plural(job.gpus)}, {project}, user {job.user}, "
+        f"{span(job.duration_s)} of work",
+    )
+
+
+def _event_step(
+    job: Job, t: float, event: str, nodes: str, detail: str, jobs: dict[str, Job], replay: Replay
+) -> Step:
+    if event == START:
+        where = node_list(nodes)
+        until = t + replay.protection(job, where, detail)
+        text = f"started on node{'s' if len(where) > 1 else ''} {nodes}"
+        if math.isinf(until):
+            text += "; never preempted (it opted out)"
+        elif until > t:
+            text += f"; protected until {hours(until)}"
+        elif replay.protection.borrows(job, where):
+            text += "; unprotected: it borrows the interactive reserve"
+        elif detail.startswith(DRAIN_NOTE):
+            text += f"; unprotected: it runs on nodes draining for job {detail[len(DRAIN_NOTE) :]}, which reclaims them"
+        return Step(t, event, text)
+    if event == PREEMPT:
+        by = jobs.get(preemptor(detail))
+        who = f"job {preemptor(detail)}"
+        if by is not None:
+            who += f" ({by.kind}, {by.gpus} GPU{plural(by.gpus)}, {by.project or 'no project'})"
+        reason = preempt_reason(detail)
+        return Step(t, event, f"preempted by {who}" + (f": {reason}" if reason else ""))
+    if event == FAIL:
+        return Step(t, event, f"failed: {detail}")
+    if event == FINISH:
+        return Step(t, event, "finished")
+    if event == KILL:
+        return Step(
+            t,
+            event,
+            f"ended: a preempted session is not requeued ({span(detail_loss(replay, t, job))} "
+            "of it not had)",
+        )
+    return Step(t, event, f"withdrew: it ran out of patience ({span(job.patience_s)})")
+
+
+def _wait(job: Job, replay: Replay, begin: int, end: int, horizon_s: float | None = None) -> Step:
+    """The wait from row ``begin`` (the job's submit/requeue) to row ``end``, with its reasons."""
+    t0 = replay.rows[begin].t_s
+    t1 = horizon_s if horizon_s is not None else replay.rows[end].t_s
+    replay.advance(begin + 1)
+    walk = _walk(job, replay, end, t0, t1)
+    why = [
+        w
+        for w in (
+            _no_room(job, walk, t1 - t0, replay),
+            _behind(walk.ahead),
+            _protected(job, walk.protected(t0), replay),
+            _priority(job, walk, t0, replay),
+            _fair_share(job, walk, t0, replay),
+            _reserve(job, replay),
+            _no_preemption(job, replay),
+            _cycle(replay, t0, t1),
+            _grace(job, replay, t0, t1),
+        )
+        if w is not None
+    ]
+    text = f"waited {span(t1 - t0)}" + (
+        " (still waiting at the end of the run)" if horizon_s is not None else ""
+    )
+    return Step(t0, "wait", text, tuple(why), t1 - t0)
+
+
+@dataclass
+class Walk:
+    """What the replay saw during one wait."""
+
+    block: int = 0  # the largest free block once the pass of the first instant had run
+    down: int = 0  # nodes down then
+    running: list[Attempt] = field(default_factory=list)  # running attempts then
+
+    def protected(self, t0: float) -> list[Attempt]:
+        """The attempts still protected when the wait began at ``t0``."""
+        return [a for a in self.running if a.protected_until_s > t0]
+
+    fit_s: float = 0.0  # seconds of the wait during which the job would have fitted
+    ahead: list[tuple[Job, bool]] = field(
+        default_factory=list
+    )  # jobs started, and whether it fitted then
+
+
+def _walk(job: Job, replay: Replay, end: int, t0: float, t1: float) -> Walk:
+    """Replay the rows of the wait up to row ``end``; the first instant's pass included."""
+    walk, state, last, first = Walk(), replay.state, t0, True
+    for p in range(replay.pos, end + 1):
+        t = replay.rows[p].t_s if p < end else t1
+        if first and t > t0:  # the pass of the instant the wait began has run
+            first = False
+            walk.block, walk.down = state.block(job), len(state.down)
+            walk.running = list(state.running.values())
+        fits = state.fits(job)
+        if fits:
+            walk.fit_s += t - last
+        last = t
+        if p == end:
+            break
+        row = replay.rows[p]
+        if row.event == START:
+            walk.ahead.append((replay.jobs[row.job_id], fits))
+        replay.advance(p + 1)
+    if first:  # the wait ended at the instant it began
+        walk.block, walk.down = state.block(job), len(state.down)
+        walk.running = list(state.running.values())
+    return walk
+
+
+def _no_room(job: Job, walk: Walk, wait_s: float, replay: Replay) -> Why | None:
+    if job.n_nodes > 1:
+        have = f"{job.n_nodes} whole free nodes for its {job.gpus} GPUs; {walk.block} were free"
+    else:
+        have = f"{job.gpus} free GPU{plural(job.gpus)} on one node; the largest free block was {walk.block}"
+    share = walk.fit_s / wait_s if wait_s > 0 else 1.0
+    if share >= 0.999 and walk.block >= (job.n_nodes if job.n_nodes > 1 else job.gpus):
+        return None  # room enough all along: other reasons held it back
+    later = f"; it would have fitted for {share:.0%} of the wait" if walk.fit_s > 0 else ""
+    down = f" ({walk.down} node{plural(walk.down)} down)" if walk.down else ""
+    return Why(Reason.NO_ROOM, f"no room: it needed {have} when it began waiting{down}{later}")
+
+
+def _behind(ahead: list[tuple[Job, bool]]) -> Why | None:
+    """Jobs that started while it waited; those that started while it would have fitted too
+    were ranked ahead of it (or kept it off the room by a reservation)."""
+    if not ahead:
+        return None
+    ranked = [j for j, fitted in ahead if fitted]
+    n = len(ahead)
+    text = f"{n} job{plural(n)} started while it waited, of {projects_of([j for j, _ in ahead])}"
+    if len(ranked) == n:
+        return Why(
+            Reason.BEHIND,
+            f"{text}: {'each' if n > 1 else 'it'} took room it could have used "
+            "(the policy ranked them ahead)",
+        )
+    if ranked:
+        text += (
+            f"; {len(ranked)} of them took room it could have used (the policy ranked them ahead), of "
+            f"{projects_of(ranked)}; the others fitted where it did not"
+        )
+    else:
+        text += ", all where it did not fit"
+    return Why(Reason.BEHIND, text)
+
+
+def projects_of(jobs: list[Job]) -> str:
+    """Job counts by project, the five largest first."""
+    counts = Counter(
+        j.project if j.funded else f"{j.project} (unallocated)" if j.project else "unallocated"
+        for j in jobs
+    )
+    named = ", ".join(f"{p} ({n})" for p, n in counts.most_common(5))
+    more = f" and {len(counts) - 5} more" if len(counts) > 5 else ""
+    return f"project{plural(len(counts))} {named}{more}"
+
+
+def plural(n: int) -> str:
+    """ "s" unless ``n`` is one."""
+    return "" if n == 1 else "s"
+
+
+def _protected(job: Job, protected: list[Attempt], replay: Replay) -> Why | None:
+    if not protected or not replay.protection.preempts_for(job):
+        return None
+    gpus = sum(a.job.held for a in protected)
+    ends = [a.protected_until_s for a in protected if not math.isinf(a.protected_until_s)]
+    never = len(protected) - len(ends)
+    parts = []
+    if ends and hours(min(ends)) == hours(max(ends)):
+        parts.append(f"protected until {hours(ends[0])}")
+    elif ends:
+        parts.append(
+            f"protected, the first until {hours(min(ends))}, the last until {hours(max(ends))}"
+        )
+    if never:
+        parts.append(f"{never} opted out of preemption (never preempted)")
+    n = len(protected)
+    return Why(
+        Reason.PROTECTED,
+        f"{n} running job{plural(n)} holding {gpus} GPUs could not be preempted: "
+        + "; ".join(parts),
+    )
+
+
+def _priority(job: Job, walk: Walk, t0: float, replay: Replay) -> Why | None:
+    """legacy: running preemptible jobs of the same priority or higher are no victims."""
+    if not isinstance(replay.protection.policy, Legacy):
+        return None
+    peers = [
+        a for a in walk.running if a.protected_until_s <= t0 and a.job.priority >= job.priority
+    ]
+    if not peers:
+        return None
+    gpus = sum(a.job.held for a in peers)
+    return Why(
+        Reason.PRIORITY,
+        f"{len(peers)} preemptible running job{plural(len(peers))} holding {gpus} GPUs "
+        f"had priority {job.priority} or higher: legacy preempts only lower priorities",
+    )
+
+
+def _fair_share(job: Job, walk: Walk, t0: float, replay: Replay) -> Why | None:
+    """impactful: unprotected funded jobs that were no victims of this one, and why not."""
+    policy = replay.protection.policy
+    if not (isinstance(policy, Impactful) and job.funded) or walk.block >= _need(job):
+        return None
+    free = [
+        a.job
+        for a in walk.running
+        if a.protected_until_s <= t0
+        and a.job.funded
+        and not (replay.protection.boosted(job) and replay.protection.borrows(a.job, a.nodes))
+    ]
+    if not free:
+        return None
+    own = [v for v in free if v.leaf == job.leaf]
+    large = [v for v in free if v.leaf != job.leaf and v.held > policy.max_victim_ratio * job.held]
+    rest = len(free) - len(own) - len(large)
+    parts = [f"{len(own)} of its own project (never its victims)"] if own else []
+    if large:
+        parts.append(
+            f"{len(large)} too large to break up for it (max_victim_ratio {policy.max_victim_ratio:g})"
+        )
+    if rest:
+        parts.append(
+            f"{rest} on {'a side' if rest == 1 else 'sides'} no more over-served than its own (the "
+            "no-ping-pong rule), or not where freeing them would make room"
+        )
+    gang = (
+        f"; a gang looks for victims only at ranking refreshes (every {span(policy.refresh_s)})"
+        if job.n_nodes > 1 and not policy.gangs_preempt_every_pass
+        else ""
+    )
+    gpus = sum(v.held for v in free)
+    n = len(free)
+    return Why(
+        Reason.FAIR_SHARE,
+        f"{n} unprotected funded job{plural(n)} holding {gpus} GPUs "
+        f"{'was' if n == 1 else 'were'} not preempted for it: {'; '.join(parts)}{gang}",
+    )
+
+
+def _need(job: Job) -> int:
+    """The block a job needs: whole nodes for a gang, else GPUs on one node."""
+    return job.n_nodes if job.n_nodes > 1 else job.gpus
+
+
+def _reserve(job: Job, replay: Replay) -> Why | None:
+    protection = replay.protection
+    reserve = protection.reserve
+    if (
+        not reserve
+        or not job.funded
+        or protection.boosted(job)
+        or job.n_nodes > protection.off_reserve
+    ):
+        return None
+    nodes = (
+        f"node {min(reserve)} is"
+        if len(reserve) == 1
+        else f"nodes {min(reserve)}-{max(reserve)} are"
+    )
+    return Why(
+        Reason.RESERVE,
+        f"{nodes} the interactive reserve, held for debug and interactive work: it may "
+        "use them when free, but may not preempt there",
+    )
+
+
+def _no_preemption(job: Job, replay: Replay) -> Why | None:
+    if replay.protection.preempts_for(job):
+        return None
+    name = replay.protection.policy.name
+    if name == "impactful":
+        return Why(Reason.NO_PREEMPTION, "unallocated work only backfills: it never preempts")
+    return Why(Reason.NO_PREEMPTION, f"{name} never preempts: it waits for room")
+
+
+# ----- a table to pick a job from ---------------------------------------------------------------
+def _cycle(replay: Replay, t0: float, t1: float) -> Why | None:
+    """The scheduler decides only at multiples of its cycle: the part of the wait before the
+    first decision it could take part in."""
+    cycle = replay.cycle_s
+    if cycle <= 0:
+        return None
+    first = min(math.ceil(t0 / cycle) * cycle, t1)
+    if first <= t0:
+        return None
+    return Why(
+        Reason.CYCLE,
+        f"the scheduler decides every {span(cycle)}: {span(first - t0)} of the wait was "
+        "until its next cycle",
+    )
+
+
+def _grace(job: Job, replay: Replay, t0: float, t1: float) -> Why | None:
+    """Jobs this one preempted kept their GPUs through their grace period before it started."""
+    made_room = [
+        r
+        for r in replay.rows
+        if r.event == PREEMPT and t0 <= r.t_s <= t1 and preemptor(r.detail) == job.job_id
+    ]
+    if not made_room or replay.grace_s <= 0:
+        return None
+    n = len(made_room)
+    return Why(
+        Reason.GRACE,
+        f"it preempted {n} job{plural(n)} at {hours(made_room[0].t_s)}, which kept "
+        f"{'their' if n > 1 else 'its'} GPUs for the {span(replay.grace_s)} grace period",
+    )
+
+
+def detail_loss(replay: Replay, t: float, job: Job) -> float:
+    """The session time a kill at ``t`` took away (the kill row's ``lost_s``)."""
+    return replay.lost_at.get((job.job_id, t), 0.0)
+
+
+def story_choices(result: SimResult, limit: int = 200) -> pd.DataFrame:
+    """The jobs most worth a question, for a picker: the most preempted, then the longest
+    waiting first (job_id, kind, gpus, project, wait_h, preempts, state), at most ``limit``."""
+    jobs = result.jobs
+    waited = jobs["wait_s"].fillna(result.config.horizon_s - jobs["submit_s"])
+    table = pd.DataFrame(
+        {
+            "job_id": jobs["job_id"],
+            "kind": jobs["kind"],
+            "gpus": jobs["gpus"],
+            "project": jobs["project"],
+            "wait_h": (waited / HOUR_S).round(2),
+            "preempts": jobs["preempts"],
+            "state": jobs["state"],
+        }
+    )
+    return table.sort_values(["preempts", "wait_h", "job_id"], ascending=[False, False, True]).head(
+        limit
+    )

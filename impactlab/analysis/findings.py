@@ -1,0 +1,128 @@
+"""What a run's headline numbers may hide, said in one line each: thrashing, a backlog, impact
+that counts work thrown away. Every policy's run is checked the same way, against the
+thresholds below (documented in docs/model.md, "Warnings").
+
+A finding is computed from the summary, never from inside the simulator, so that it is the same
+wherever the run is shown (the CLI's stderr, ``--json``, the Explorer, the report).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..base.units import HOUR_S
+
+#: Thrashing: more than this share of the GPU time delivered in the window was lost to
+#: preemption (progress since the last checkpoint, grace periods and restart overhead) ...
+LOST_SHARE = 0.10
+#: ... or some funded job was preempted more than this many times in the window (unallocated
+#: work is preemptible backfill by design; what it loses counts in the share above).
+PREEMPTIONS_PER_JOB = 20
+#: A backlog: more than this share of the run's jobs are still queued when it ends ...
+QUEUED_SHARE = 0.05
+#: ... or the median job waited longer than this for its first start.
+MEDIAN_WAIT_S = 24 * HOUR_S
+#: Impact counts GPU time handed out; when impact on useful work is lower by more than this,
+#: much of what was handed out was thrown away.
+IMPACT_GAP = 0.10
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing a reader of the run's numbers must know: a code and a sentence."""
+
+    code: str  # "thrashing", "backlog", "impact_gap"
+    message: str
+
+
+def findings(
+    summary: Mapping[str, Any], run: str, knobs: frozenset[str] = frozenset()
+) -> list[Finding]:
+    """The findings of one run's ``summary()``; ``knobs`` are the parameters its policy declares
+    (to name the one that changes the outcome)."""
+    found = [_thrashing(summary, run, knobs), _backlog(summary, run), _impact_gap(summary, run)]
+    return [f for f in found if f is not None]
+
+
+def _thrashing(s: Mapping[str, Any], run: str, knobs: frozenset[str]) -> Finding | None:
+    lost, most = (
+        _number(s.get("preemption_lost_share")),
+        int(s.get("funded_preemptions_per_job_max") or 0),
+    )
+    if not (lost > LOST_SHARE or most > PREEMPTIONS_PER_JOB):
+        return None
+    worst = (
+        f"funded job {s.get('most_preempted_funded_job')} was preempted {most} times"
+        if most
+        else "no funded job was preempted"
+    )
+    return Finding(
+        "thrashing",
+        f"{run}: preemption is thrashing: {_share(lost)} of the delivered GPU time was "
+        f"lost to it and {worst} (warned above {LOST_SHARE:.0%} lost or "
+        f"{PREEMPTIONS_PER_JOB} preemptions of one funded job); {_protection_advice(knobs)}",
+    )
+
+
+def _protection_advice(knobs: frozenset[str]) -> str:
+    """The knobs that protect preempted jobs, as far as the policy has them."""
+    if "cap_hours" in knobs:
+        unallocated = (
+            " (and protect_unallocated for unallocated work)"
+            if "protect_unallocated" in knobs
+            else ""
+        )
+        return (
+            "protect jobs longer: minimum runtimes (min_runtime_s; for a trace that declares none, "
+            f"contract_default=job-length or fill_contract) or the protection cap (cap_hours){unallocated}"
+        )
+    return "this policy has no contract to protect them (under legacy, only an opt-out does: preemptible=False)"
+
+
+def _backlog(s: Mapping[str, Any], run: str) -> Finding | None:
+    share = _number(s.get("queued_at_end_share"))
+    median = _number(((s.get("wait_s") or {}).get("all") or {}).get("p50"))
+    if not (share > QUEUED_SHARE or median > MEDIAN_WAIT_S or s.get("backlog_growing")):
+        return None
+    waited = f"{median / HOUR_S:,.1f} h" if math.isfinite(median) else "an undefined time"
+    quarters = queue_path(s.get("queue_quarters") or [])
+    return Finding(
+        "backlog",
+        f"{run}: a backlog: {s.get('queued_at_end', 0):,} jobs ({_share(share)} of the run's) "
+        f"are still queued at the end (queue over the window: {quarters}) and the median job "
+        f"waited {waited} to start (warned above {QUEUED_SHARE:.0%} queued, a "
+        f"{MEDIAN_WAIT_S / HOUR_S:g} h median or a queue growing through the window); the "
+        "results leave that work out: if it should have run, give the cluster more GPUs "
+        "(gpus), and if its owners would have given up, the jobs a patience (patience_hours)",
+    )
+
+
+def _impact_gap(s: Mapping[str, Any], run: str) -> Finding | None:
+    impact, useful = _number(s.get("impact")), _number(s.get("impact_useful"))
+    if not impact - useful > IMPACT_GAP:
+        return None
+    return Finding(
+        "impact_gap",
+        f"{run}: impact {impact:.3f} counts GPU time that was then thrown away; on useful "
+        f"work (impact_useful) it is {useful:.3f}",
+    )
+
+
+def queue_path(quarters: list[int]) -> str:
+    """The queue at the window's start and at the end of each quarter: "12 -> 40 -> 35 -> 51 -> 60"."""
+    return " -> ".join(f"{q:,}" for q in quarters)
+
+
+def _share(value: float) -> str:
+    return f"{value:.0%}" if math.isfinite(value) else "an undefined share"
+
+
+def _number(value: Any) -> float:
+    """A summary value as a float; None and NaN (undefined) compare as never over a threshold."""
+    if value is None:
+        return -math.inf
+    value = float(value)
+    return -math.inf if math.isnan(value) else value

@@ -1,0 +1,979 @@
+"""Metrics derived from the event log and the inputs (docs/model.md section 7).
+
+Everything here is vectorised over the log; nothing is counted inside the simulator.
+Time-integrals are clipped to the reporting window [t0, t1].
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..base.gangs import SIZE_BUCKETS
+from ..inputs.budgets import ROOT, BudgetTree
+
+END_EVENTS = ("preempt", "finish", "fail")
+QUEUE_DELTA = {
+    "submit": 1,
+    "requeue": 1,
+    "resubmit": 1,
+    "start": -1,
+    "withdraw": -1,
+}  # how events move the queue
+#: The backlog "grows through the run" when the queue is longer at the end of each quarter of the
+#: window than at the end of the one before, and at the end at least this many times (and this
+#: many jobs) longer than at the start: waits then grow with the run's length and mean little.
+BACKLOG_GROWTH, BACKLOG_MIN_JOBS = 2.0, 20
+TERMINAL = {"finish": "finished", "withdraw": "withdrawn", "kill": "killed"}  # last event -> state
+SESSION = "interactive"  # the kind whose preemption may end it (a kill)
+
+
+@dataclass(frozen=True)
+class Window:
+    """The reporting window and the cluster it is measured on."""
+
+    t0: float
+    t1: float
+    capacity: int
+
+    @property
+    def span_s(self) -> float:
+        """Length of the window."""
+        return self.t1 - self.t0
+
+
+# ----- jobs as integer codes ----------------------------------------------------------------
+def job_codes(job_ids: pd.Series, known: pd.Series | None = None) -> np.ndarray:
+    """An integer per job id, to group and join rows by job on integers rather than strings.
+    With ``known`` (unique ids: the per-job table's), an id's code is its position there and
+    other ids (node events' "") are numbered after them: factorisation numbers ids in order of
+    first appearance."""
+    ids = job_ids.to_numpy(object)
+    if known is None:
+        return pd.factorize(ids)[0]
+    first = known.to_numpy(object)
+    return pd.factorize(np.concatenate([first, ids]))[0][len(first) :]
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Jobs as rows of the per-job table (``job_codes`` over its ids): of each row of the log and
+    of each attempt, and the kind of each job."""
+
+    job: np.ndarray
+    att_job: np.ndarray
+    kind: np.ndarray
+
+
+def _grouped(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows sorted by code (each code's rows in their order), and whether each sorted row is the
+    first and the last of its code."""
+    order = np.argsort(codes, kind="stable")
+    change = codes[order][1:] != codes[order][:-1]
+    first, last = np.ones(len(codes), bool), np.ones(len(codes), bool)
+    first[1:], last[:-1] = change, change
+    return order, first, last
+
+
+def cumcount(codes: np.ndarray) -> np.ndarray:
+    """Position of each row among the rows of its code (``groupby(...).cumcount()``)."""
+    order, first, _ = _grouped(codes)
+    at = np.arange(len(codes))
+    out = np.empty(len(codes), np.int64)
+    out[order] = at - np.maximum.accumulate(np.where(first, at, 0))
+    return out
+
+
+def next_row(codes: np.ndarray) -> np.ndarray:
+    """Index of the next row of the same code, -1 after its last (``groupby(...).shift(-1)``)."""
+    order, _, last = _grouped(codes)
+    out = np.full(len(codes), -1)
+    out[order[~last]] = order[np.flatnonzero(~last) + 1]
+    return out
+
+
+def previous_row(codes: np.ndarray) -> np.ndarray:
+    """Index of the previous row of the same code, -1 before its first (``shift(1)``)."""
+    order, first, _ = _grouped(codes)
+    out = np.full(len(codes), -1)
+    out[order[~first]] = order[np.flatnonzero(~first) - 1]
+    return out
+
+
+def nth_match(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """For each row of ``left`` (codes), the row of ``right`` with the same code and as many
+    earlier rows of that code (the k-th with the k-th), -1 if none."""
+    width = max(len(left), len(right)) + 1  # more rows than any code has: one key per (code, k)
+    return pd.Index(right * width + cumcount(right)).get_indexer(left * width + cumcount(left))
+
+
+def _take(values: np.ndarray, at: np.ndarray, fill: object) -> np.ndarray:
+    """``values[at]``, ``fill`` where ``at`` is -1."""
+    out = np.full(len(at), fill, dtype=values.dtype)
+    found = at >= 0
+    out[found] = values[at[found]]
+    return out
+
+
+def _per_job(codes: np.ndarray, n_jobs: int) -> np.ndarray:
+    """Rows whose code is a row of the per-job table (``job_codes`` with the table's ids)."""
+    return codes < n_jobs
+
+
+# ----- attempts and the per-job table ------------------------------------------------------------
+def attempts(events: pd.DataFrame, horizon_s: float, job: np.ndarray | None = None) -> pd.DataFrame:
+    """One row per run attempt: job, GPUs, nodes, start, end (horizon if still running), how it
+    ended, the restart overhead it paid (and after what) and the progress it lost. The k-th end
+    of a job (``released``) closes its k-th start. ``job`` is ``job_codes`` of the log's rows.
+
+    A preempted attempt holds its GPUs until their release (the ``requeue`` or ``kill`` after its
+    grace period), and its grace period counts as lost: it holds GPUs and makes no progress."""
+    job = job_codes(events["job_id"]) if job is None else job
+    starts = np.flatnonzero((events["event"] == "start").to_numpy())
+    ends, end_s, lost_s = _releases(events, horizon_s, job)
+    start_job = job[starts]
+    match = nth_match(start_job, job[ends])
+    ended_by = _take(events["event"].to_numpy()[ends], match, "running")
+    at_start = {
+        col: events[col].to_numpy()[starts]
+        for col in ("job_id", "gpus", "nodes", "t_s", "overhead_s")
+    }
+    return pd.DataFrame(
+        {
+            "job_id": at_start["job_id"],
+            "n": cumcount(start_job),
+            "gpus": at_start["gpus"],
+            "nodes": at_start["nodes"],
+            "start_s": at_start["t_s"],
+            "overhead_s": at_start["overhead_s"],
+            "end_s": _take(end_s, match, horizon_s),
+            "ended_by": ended_by,
+            "lost_s": _take(lost_s, match, 0.0),
+            "restart_after": _take(
+                ended_by, previous_row(start_job), ""
+            ),  # what the overhead pays for
+        }
+    )
+
+
+def released(events: pd.DataFrame, horizon_s: float, job: np.ndarray | None = None) -> pd.DataFrame:
+    """The rows that end attempts, a preemption's ``t_s`` moved to its release (the job's next
+    row, a ``requeue`` or ``kill``; the horizon if still in grace) and its grace added to ``lost_s``."""
+    rows, end_s, lost_s = _releases(
+        events, horizon_s, job_codes(events["job_id"]) if job is None else job
+    )
+    return events.iloc[rows].assign(t_s=end_s, lost_s=lost_s)
+
+
+def _releases(events: pd.DataFrame, horizon_s: float, job: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``released`` as arrays: positions of the rows, their ends and their lost seconds."""
+    event, t = events["event"].to_numpy(), events["t_s"].to_numpy()
+    rows = np.flatnonzero(events["event"].isin(END_EVENTS).to_numpy())
+    end_s, lost_s = t[rows], events["lost_s"].to_numpy()[rows]
+    preempt = event[rows] == "preempt"
+    if not preempt.any():
+        return rows, end_s, lost_s
+    nxt = next_row(job)[rows]
+    nxt_event = _take(event, nxt, "")
+    release = np.where(
+        (nxt_event == "requeue") | (nxt_event == "kill"), _take(t, nxt, np.nan), horizon_s
+    )
+    end_s = np.where(preempt, release, end_s)
+    return rows, end_s, lost_s + (end_s - t[rows])
+
+
+def job_table(
+    events: pd.DataFrame, trace: pd.DataFrame, horizon_s: float, att: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """Per-job outcome: first start, end, state, first-start wait, total queued time, attempts,
+    preemptions, failures, kills, resubmissions, lost and overhead seconds. Jobs never started
+    count their wait so far; a killed session's time away before its resubmission is not queued.
+    ``att`` is ``attempts(events, horizon_s)`` when the caller has it already."""
+    submitted = trace[trace["submit_s"] < horizon_s]
+    job = job_codes(events["job_id"], submitted["job_id"])
+    att = attempts(events, horizon_s, job) if att is None else att
+    return _job_table(events, submitted, job, att, horizon_s)
+
+
+def _job_table(
+    events: pd.DataFrame,
+    submitted: pd.DataFrame,
+    job: np.ndarray,
+    att: pd.DataFrame,
+    horizon_s: float,
+) -> pd.DataFrame:
+    """``job_table`` given the jobs submitted before the horizon and ``job_codes`` of the log's
+    rows over their ids."""
+    n_jobs = len(submitted)
+    event, t = events["event"].to_numpy(), events["t_s"].to_numpy()
+    att_job = job[event == "start"]
+    out = submitted[["job_id", "submit_s", "user", "project", "kind", "gpus", "util"]].reset_index(
+        drop=True
+    )
+    out = out.join(_attempt_totals(att, att_job, n_jobs))
+    for ev in ("preempt", "fail", "kill", "resubmit"):
+        out[f"{ev}s"] = _count(job[event == ev], n_jobs)
+    last = _last_row(job, np.isin(event, [*TERMINAL, "resubmit"]), n_jobs)
+    last_event = _take(event, last, "")
+    ended = (last >= 0) & (last_event != "resubmit")  # a resubmission reopens a job
+    out["end_s"] = np.where(ended, _take(t, last, np.nan), np.nan)
+    open_attempt = (
+        _take(att["ended_by"].to_numpy(object), _last_row(att_job, True, n_jobs), "") == "running"
+    )
+    state = np.where(open_attempt & (out["attempts"].to_numpy() > 0), "running", "queued").astype(
+        object
+    )
+    for ev, name in TERMINAL.items():
+        state[ended & (last_event == ev)] = name
+    out["state"] = state
+    stop = out["end_s"].fillna(horizon_s)
+    out["wait_s"] = out["first_start_s"].fillna(stop) - out["submit_s"]
+    out["queued_s"] = stop - out["submit_s"] - out["ran_s"] - _away_s(events, job, n_jobs)
+    return out
+
+
+def _attempt_totals(att: pd.DataFrame, att_job: np.ndarray, n_jobs: int) -> pd.DataFrame:
+    """Per job (table row): first start, attempts, and seconds run, lost and paid as overhead (0
+    without attempts). Summed by pandas on the codes, so that sums are its (compensated) sums."""
+    mine = _per_job(att_job, n_jobs)
+    rows = pd.DataFrame(
+        {
+            "first_start_s": att["start_s"].to_numpy()[mine],
+            "ran_s": (att["end_s"] - att["start_s"]).to_numpy()[mine],
+            "lost_s": att["lost_s"].to_numpy()[mine],
+            "overhead_s": att["overhead_s"].to_numpy()[mine],
+        }
+    )
+    totals = (
+        rows.groupby(att_job[mine])
+        .agg({"first_start_s": "min", "ran_s": "sum", "lost_s": "sum", "overhead_s": "sum"})
+        .reindex(range(n_jobs))
+    )
+    totals.insert(1, "attempts", _count(att_job, n_jobs))
+    return totals.fillna({"ran_s": 0.0, "lost_s": 0.0, "overhead_s": 0.0})
+
+
+def _count(codes: np.ndarray, n_jobs: int) -> np.ndarray:
+    """Rows per job (table row)."""
+    return np.bincount(codes[_per_job(codes, n_jobs)], minlength=n_jobs)
+
+
+def _last_row(codes: np.ndarray, mask: np.ndarray | bool, n_jobs: int) -> np.ndarray:
+    """Per job (table row): the last of the rows in ``mask`` with its code, -1 if none."""
+    rows = np.flatnonzero(mask & _per_job(codes, n_jobs))
+    last = np.full(n_jobs, -1)
+    np.maximum.at(last, codes[rows], rows)
+    return last
+
+
+def _away_s(events: pd.DataFrame, job: np.ndarray, n_jobs: int) -> np.ndarray:
+    """Per job (table row): seconds between each kill and the resubmission that followed it."""
+    rows = np.flatnonzero(events["event"].isin(["kill", "resubmit"]).to_numpy())
+    t, code = events["t_s"].to_numpy()[rows], job[rows]
+    before = previous_row(code)
+    back = (events["event"].to_numpy()[rows] == "resubmit") & (before >= 0) & _per_job(code, n_jobs)
+    gap = pd.Series(t[back] - t[before[back]])
+    return gap.groupby(code[back]).sum().reindex(range(n_jobs), fill_value=0.0).to_numpy()
+
+
+def clipped(start: np.ndarray, end: np.ndarray, window: Window) -> np.ndarray:
+    """Seconds of each [start, end) interval inside the window."""
+    return np.clip(np.minimum(end, window.t1) - np.maximum(start, window.t0), 0.0, None)
+
+
+def healthy_gpu_s(events: pd.DataFrame, window: Window, gpus_per_node: int) -> float:
+    """Integral of healthy capacity A(t) over the window (nodes down are not available)."""
+    t, a = capacity_steps(events, window.capacity, gpus_per_node)
+    seg_end = np.append(t[1:], np.inf)
+    return float((a * clipped(t, seg_end, window)).sum())
+
+
+def capacity_steps(
+    events: pd.DataFrame, capacity: int, gpus_per_node: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Healthy GPUs as a step function: change times and the value from each time on."""
+    nodes = events[events["event"].isin(["node_down", "node_up"])]
+    delta = np.where(nodes["event"] == "node_down", -gpus_per_node, gpus_per_node)
+    t = np.concatenate([[0.0], nodes["t_s"].to_numpy()])
+    return t, capacity + np.concatenate([[0], np.cumsum(delta)])
+
+
+def demand_steps(
+    jobs: pd.DataFrame, n_nodes: int, gpus_per_node: int, window: Window
+) -> tuple[np.ndarray, np.ndarray]:
+    """GPUs wanted (pending or running) per budget node at each change time; [T], [T, nodes].
+
+    A job wants its held GPUs from submit until it finishes or is withdrawn."""
+    funded = jobs[jobs["leaf"] >= 0]
+    held = held_of(funded["gpus"].to_numpy(), gpus_per_node).astype(float)
+    stop = funded["end_s"].fillna(window.t1).to_numpy()
+    return interval_steps(
+        funded["submit_s"].to_numpy(), stop, held, funded["leaf"].to_numpy(int), n_nodes
+    )
+
+
+def held_of(gpus: np.ndarray, gpus_per_node: int) -> np.ndarray:
+    """``gangs.held_gpus`` of each job: multi-node gangs hold whole nodes."""
+    gpus = np.asarray(gpus, dtype=np.int64)
+    return np.where(gpus > gpus_per_node, -(-gpus // gpus_per_node) * gpus_per_node, gpus)
+
+
+def interval_steps(
+    start: np.ndarray,
+    end: np.ndarray,
+    weight: np.ndarray,
+    group: np.ndarray | None = None,
+    n_groups: int = 1,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sum of ``weight`` over the intervals [start, end) open at each time, per group, as a step
+    function: change times [T] (starting at 0) and the value from each time on [T, n_groups]."""
+    group = np.zeros(len(start), int) if group is None else np.asarray(group, int)
+    times = np.concatenate([start, end]).astype(float)
+    cols = np.concatenate([group, group])
+    deltas = np.concatenate([weight, -np.asarray(weight)]).astype(float)
+    order = np.argsort(times, kind="stable")
+    grid = np.zeros((len(times) + 1, n_groups))
+    grid[np.arange(1, len(times) + 1), cols[order]] = deltas[order]
+    return np.concatenate([[0.0], times[order]]), np.cumsum(
+        grid, axis=0, out=grid
+    )  # (in place: [T, groups] is large)
+
+
+def step_integral(times: np.ndarray, values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Integral from ``times[0]`` up to each edge of a step function (``values[k]`` from
+    ``times[k]`` on; [T] or [T, n]); edges are not before ``times[0]``."""
+    values = np.asarray(values, dtype=float)
+    shape = (-1,) + (1,) * (values.ndim - 1)
+    cum = np.cumsum(values[:-1] * np.diff(times).reshape(shape), axis=0)
+    cum = np.concatenate([np.zeros((1, *values.shape[1:])), cum])
+    k = np.searchsorted(times, edges, side="right") - 1
+    return cum[k] + values[k] * (np.asarray(edges) - times[k]).reshape(shape)
+
+
+def take_rows(values: np.ndarray, rows: np.ndarray, block: int = 1 << 15) -> np.ndarray:
+    """``values[rows]``, written over ``values`` itself when every row comes from itself or a
+    later one (the usual case: equal change times merged), so that no second [T, nodes] array
+    is made. Blocks go in order, and a block reads only rows no earlier block has written."""
+    if len(rows) > len(values) or not (rows >= np.arange(len(rows))).all():
+        return values[rows]
+    for lo in range(0, len(rows), block):
+        hi = min(lo + block, len(rows))
+        values[lo:hi] = values[rows[lo:hi]]
+    return values[: len(rows)]
+
+
+def owed_steps(
+    events: pd.DataFrame, jobs: pd.DataFrame, tree: BudgetTree, window: Window, gpus_per_node: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Owed GPUs per budget node as a step function: change times [T], healthy GPUs [T] and
+    owed rates [T, nodes] (demand-capped water-filling of healthy capacity down the tree)."""
+    t_d, demand = demand_steps(jobs, tree.size, gpus_per_node, window)
+    t_c, cap = capacity_steps(events, window.capacity, gpus_per_node)
+    times = np.union1d(t_d, t_c)
+    d = take_rows(demand, np.searchsorted(t_d, times, side="right") - 1)
+    del demand  # (the water-filling writes the rates over the demand)
+    a = cap[np.searchsorted(t_c, times, side="right") - 1].astype(float)
+    return times, a, tree.owed_rates(a, d, out=d)
+
+
+def owed_and_delivered(
+    events: pd.DataFrame,
+    jobs: pd.DataFrame,
+    att_leaf: np.ndarray,
+    held_s: np.ndarray,
+    tree: BudgetTree,
+    window: Window,
+    gpus_per_node: int,
+    useful_s: np.ndarray | None = None,
+) -> pd.DataFrame:
+    """Per budget node: entitlement, owed, delivered and useful GPU-seconds over the window, and
+    impact: over the leaves beneath a node (the node itself if a leaf), delivered up to owed over
+    owed (NaN where nothing was owed), so the root's impact is the headline one; ``impact_useful``
+    the same with useful GPU-seconds for delivered. ``att_leaf`` (the leaf charged, -1
+    unallocated), ``held_s`` and ``useful_s`` (``useful_held_gpu_s``; default ``held_s``) are per
+    attempt."""
+    times, a, rates = owed_steps(events, jobs, tree, window, gpus_per_node)
+    dur = clipped(times, np.append(times[1:], np.inf), window)
+    owed = np.multiply(rates, dur[:, None], out=rates).sum(
+        axis=0
+    )  # rates are ours: no [T, nodes] copy
+    funded = att_leaf >= 0
+
+    def per_leaf(weights: np.ndarray) -> np.ndarray:
+        return tree.subtree_sum(
+            np.bincount(att_leaf[funded], weights=weights[funded], minlength=tree.size)
+        )
+
+    delivered = per_leaf(held_s)
+    useful = per_leaf(held_s if useful_s is None else useful_s)
+    entitled = tree.fraction * float((a * dur).sum())
+    return pd.DataFrame(
+        {
+            "node": list(tree.names),
+            "leaf": [i in set(tree.leaves) for i in range(tree.size)],
+            "fraction": tree.fraction,
+            "entitled_gpu_s": entitled,
+            "owed_gpu_s": owed,
+            "delivered_gpu_s": delivered,
+            "useful_gpu_s": useful,
+            "impact": subtree_impact(tree, delivered, owed),
+            "impact_useful": subtree_impact(tree, useful, owed),
+        }
+    )
+
+
+def useful_held_gpu_s(att: pd.DataFrame, held_s: np.ndarray, window: Window) -> np.ndarray:
+    """Per attempt: the GPU-seconds it held in the window (``held_s``) that moved its job
+    forward, that is less its start-up and restart overhead and less the progress it lost when
+    it ended (to a preemption and its grace period, a node failure or a kill). Not scaled by the
+    job's ``util``: that is how well the job uses its GPUs, not whether the scheduler wasted them."""
+    return np.maximum(held_s - wasted_gpu_s(att, window), 0.0)
+
+
+def wasted_gpu_s(att: pd.DataFrame, window: Window, cause: str | None = None) -> np.ndarray:
+    """Per attempt: GPU-seconds in the window spent on overhead at its start and on progress it
+    lost at its end, counting each second once (an attempt preempted during its start-up loses
+    no progress). With ``cause`` ("preempt", "fail"), only what that cause made: the overhead
+    after it and the progress lost to it."""
+    start, end = att["start_s"].to_numpy(), att["end_s"].to_numpy()
+    overhead = np.minimum(att["overhead_s"].to_numpy(), end - start)
+    lost = np.minimum(att["lost_s"].to_numpy(), end - start - overhead)
+    if cause is not None:
+        overhead = np.where(att["restart_after"].to_numpy() == cause, overhead, 0.0)
+        lost = np.where(att["ended_by"].to_numpy() == cause, lost, 0.0)
+    return (clipped(start, start + overhead, window) + clipped(end - lost, end, window)) * att[
+        "gpus"
+    ].to_numpy()
+
+
+def preemption_spread(
+    job: np.ndarray,
+    att: pd.DataFrame,
+    att_job: np.ndarray,
+    table: pd.DataFrame,
+    window: Window,
+    preempts: np.ndarray,
+) -> dict[str, object]:
+    """How preemptions in the window spread over the jobs that ran in it (held GPUs in it): the
+    most any job had, the 99th percentile and the share preempted more than once; and the most
+    any funded job had, and which (unallocated work is preemptible backfill by design, and its
+    losses count in ``preemption_lost_share``). A total alone hides thrashing: 1,000
+    preemptions of 1,000 jobs are not 1,000 of one job. ``preempts`` marks the log's preempt
+    rows in the window, ``job`` the job of each row; ``att_job`` each attempt's job."""
+    counts = np.bincount(job[preempts], minlength=len(table))[: len(table)]
+    ran_here = clipped(att["start_s"].to_numpy(), att["end_s"].to_numpy(), window) > 0
+    ran = np.zeros(len(table), bool)
+    ran[att_job[ran_here]] = True
+    per_job = counts[ran]
+    funded = np.where(table["leaf"].to_numpy() >= 0, counts, 0)
+    worst = int(np.argmax(funded)) if len(funded) else 0
+    return {
+        "preemptions_per_job_max": int(per_job.max()) if len(per_job) else 0,
+        "preemptions_per_job_p99": float(np.percentile(per_job, 99)) if len(per_job) else math.nan,
+        "preempted_repeatedly_share": float((per_job > 1).mean()) if len(per_job) else math.nan,
+        "funded_preemptions_per_job_max": int(funded[worst]) if len(funded) else 0,
+        "most_preempted_funded_job": str(table["job_id"].iloc[worst])
+        if len(funded) and funded[worst]
+        else None,
+    }
+
+
+def subtree_impact(tree: BudgetTree, delivered: np.ndarray, owed: np.ndarray) -> np.ndarray:
+    """Per node: sum over the leaves beneath of min(delivered, owed) / sum of their owed (NaN,
+    undefined, where nothing was owed). One definition at every level: the root's value is the
+    headline impact."""
+    at_leaves = np.zeros(tree.size)
+    at_leaves[list(tree.leaves)] = 1.0
+    got = tree.subtree_sum(np.minimum(delivered, owed) * at_leaves)
+    due = tree.subtree_sum(owed * at_leaves)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(due > 0, got / due, np.nan)
+
+
+def percentiles(values: pd.Series) -> dict[str, float | int | None]:
+    """p50/p90/p99 and count of a sample (None when empty)."""
+    if len(values) == 0:
+        return {"p50": None, "p90": None, "p99": None, "n": 0}
+    p50, p90, p99 = np.percentile(values.to_numpy(dtype=float), [50, 90, 99])
+    return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "n": len(values)}
+
+
+def size_bucket(gpus: pd.Series) -> pd.Series:
+    """Gang-size bucket labels: 1, 2-8, 9-64, 65+."""
+    labels = pd.Series("", index=gpus.index, dtype=object)
+    for lo, hi, name in SIZE_BUCKETS:
+        labels[(gpus >= lo) & (gpus <= hi)] = name
+    return labels
+
+
+def wait_stats(
+    table: pd.DataFrame, window: Window, column: str = "wait_s"
+) -> tuple[dict[str, object], dict[str, object]]:
+    """Waits of jobs submitted in the window (first-start ``wait_s``, or total ``queued_s``
+    including requeues): overall, by kind and by size bucket."""
+    inside = submitted_in(table, window)
+    by_kind = {k: percentiles(g[column]) for k, g in inside.groupby("kind", sort=True)}
+    by_size = {
+        b: percentiles(g[column])
+        for b, g in inside.groupby(size_bucket(inside["gpus"]), sort=False)
+    }
+    return {"all": percentiles(inside[column]), **by_kind}, by_size
+
+
+def submitted_in(table: pd.DataFrame, window: Window) -> pd.DataFrame:
+    """Rows of the per-job table submitted in the reporting window (whose waits are reported)."""
+    return table[_submitted_in(table, window)]
+
+
+def _submitted_in(table: pd.DataFrame, window: Window) -> np.ndarray:
+    """``submitted_in`` as a mask."""
+    submit = table["submit_s"].to_numpy()
+    return (submit >= window.t0) & (submit < window.t1)
+
+
+def queue_lengths(events: pd.DataFrame, at_s: np.ndarray) -> np.ndarray:
+    """Queued jobs (submitted or requeued, not yet started or withdrawn) just after each time
+    ``at_s`` (events at that very time counted)."""
+    event = events["event"].to_numpy()
+    delta = np.zeros(len(event), int)
+    for name, step in QUEUE_DELTA.items():
+        delta[event == name] = step
+    moves = delta != 0
+    level = np.cumsum(delta[moves])
+    seen = np.searchsorted(
+        events["t_s"].to_numpy(float)[moves], at_s, side="right"
+    )  # the log is in time order
+    return np.where(seen > 0, level[np.maximum(seen - 1, 0)] if len(level) else 0, 0)
+
+
+def backlog(events: pd.DataFrame, window: Window, jobs: int) -> dict[str, object]:
+    """The queue at the start of the window and at the end of each quarter of it
+    (``queue_quarters``), the share of the run's ``jobs`` still queued at its end, and whether it
+    grew through the whole window (see ``BACKLOG_GROWTH``)."""
+    quarters = queue_lengths(events, window.t0 + window.span_s * np.arange(5) / 4)
+    rising = bool(np.all(np.diff(quarters) > 0))
+    end, start = int(quarters[-1]), int(quarters[0])
+    growing = rising and end >= max(BACKLOG_GROWTH * start, BACKLOG_MIN_JOBS)
+    return {
+        "queued_at_start": start,
+        "queued_at_end": end,
+        "queued_at_end_share": _ratio(end, jobs),
+        "queue_quarters": [int(q) for q in quarters],
+        "backlog_growing": growing,
+    }
+
+
+def jain(x: np.ndarray) -> float:
+    """Jain's fairness index: 1 when all equal (all zero included), 1/n when one takes
+    everything; NaN (undefined) over nothing."""
+    x = np.asarray(x, dtype=float)
+    if len(x) == 0:
+        return math.nan
+    if not (x**2).sum():
+        return 1.0
+    return float(x.sum() ** 2 / (len(x) * (x**2).sum()))
+
+
+def summarise(
+    events: pd.DataFrame,
+    trace: pd.DataFrame,
+    tree: BudgetTree,
+    window: Window,
+    gpus_per_node: int,
+    horizon_s: float,
+    att: pd.DataFrame | None = None,
+    down: pd.DataFrame | None = None,
+) -> tuple[dict[str, object], pd.DataFrame, pd.DataFrame]:
+    """The run's headline metrics, its per-job table and its per-budget-node table. ``att`` and
+    ``down`` are ``attempts(events, horizon_s)`` and ``down_intervals(events, horizon_s)`` when
+    the caller has them already.
+
+    Jobs are integer codes throughout (``job_codes``: rows of the per-job table), so that joins
+    and groupings by job are array lookups rather than searches of string ids."""
+    submitted = trace[trace["submit_s"] < horizon_s]
+    job = job_codes(events["job_id"], submitted["job_id"])
+    att = attempts(events, horizon_s, job) if att is None else att
+    down = down_intervals(events, horizon_s) if down is None else down
+    table = _job_table(events, submitted, job, att, horizon_s)
+    table["leaf"] = tree.leaves_for(table["project"], table["user"])  # -1: unallocated
+    keys = Keys(job, job[(events["event"] == "start").to_numpy()], table["kind"].to_numpy(object))
+    att_leaf = table["leaf"].to_numpy(int)[keys.att_job]
+    healthy = healthy_gpu_s(events, window, gpus_per_node)
+    held_s = held_gpu_s(att, down, window, gpus_per_node)
+    funded = att_leaf >= 0
+    budget = owed_and_delivered(
+        events,
+        table,
+        att_leaf,
+        held_s,
+        tree,
+        window,
+        gpus_per_node,
+        useful_held_gpu_s(att, held_s, window),
+    )
+    leaves = budget[budget["leaf"]]
+    owed = leaves["owed_gpu_s"].to_numpy()
+    got = np.minimum(leaves["delivered_gpu_s"].to_numpy(), owed)
+    waits, by_size = wait_stats(table, window)
+    queued = wait_stats(table, window, "queued_s")[0]
+    preempts = _in_window(events, window) & (events["event"] == "preempt").to_numpy()
+    entitled = leaves["entitled_gpu_s"].sum()
+    strict = _ratio(np.minimum(leaves["delivered_gpu_s"], leaves["entitled_gpu_s"]).sum(), entitled)
+    resubmitted = _resubmitted(events, job)
+    summary = {
+        "jobs": len(table),
+        "availability": _ratio(healthy, window.capacity * window.span_s),
+        "occupancy": _ratio(held_s.sum(), healthy),
+        "occupancy_funded": _ratio(held_s[funded].sum(), healthy),
+        "occupancy_unallocated": _ratio(held_s[~funded].sum(), healthy),
+        "utilization": _ratio(_useful_gpu_s(att, table, keys.att_job, window), healthy),
+        "impact": float(budget["impact"].iloc[ROOT]),  # the root row: one definition of impact
+        "impact_useful": float(budget["impact_useful"].iloc[ROOT]),
+        "impact_strict": float(strict),
+        "unallocated_share": _ratio(held_s[~funded].sum(), held_s.sum()),
+        "preemptions": int(preempts.sum()),
+        "lost_gpu_hours": lost_to(att, "preempt", window) / 3600.0,
+        "preemption_lost_share": _ratio(wasted_gpu_s(att, window, "preempt").sum(), held_s.sum()),
+        **preemption_spread(job, att, keys.att_job, table, window, preempts),
+        "jain": jain(got[owed > 0] / owed[owed > 0]),
+        "requested_ratio": _requested_ratio(table, window, gpus_per_node),
+        "withdrawn": int((table["state"] == "withdrawn").sum()),
+        **backlog(events, window, len(table)),
+        **session_summary(events, keys, att, resubmitted, window),
+        **health_summary(events, att, window, horizon_s, down),
+        "preemptions_by_kind": {
+            str(k): int(n)
+            for k, n in pd.Series(keys.kind[job[preempts]]).value_counts().sort_index().items()
+        },
+        "wait_s": waits,
+        "wait_by_size_s": by_size,
+        "by_kind": {
+            row.pop("kind"): row
+            for row in by_kind(
+                events, keys, att, table, held_s, resubmitted, window, waits, queued
+            ).to_dict("records")
+        },
+        "queued_s": queued,
+    }
+    return (
+        {k: (float(v) if isinstance(v, np.floating) else v) for k, v in summary.items()},
+        table,
+        budget,
+    )
+
+
+def _ratio(part: float, whole: float) -> float:
+    """``part / whole``, or NaN (undefined) when there is nothing to divide by: a window with no
+    healthy GPU, nothing owed or nothing delivered has no occupancy, impact or share, and
+    reporting 0 or 1 would read as a result."""
+    return float(part / whole) if whole else math.nan
+
+
+def _useful_gpu_s(
+    att: pd.DataFrame, table: pd.DataFrame, att_job: np.ndarray, window: Window
+) -> float:
+    """GPU-seconds of real progress: no restart overhead, no lost work, scaled by util (the
+    requested GPUs and util of each attempt's job, ``att_job`` its row in ``table``)."""
+    util = table["util"].to_numpy()[att_job]
+    gpus = table["gpus"].to_numpy()[att_job]
+    start = att["start_s"].to_numpy() + att["overhead_s"].to_numpy()
+    end = att["end_s"].to_numpy() - att["lost_s"].to_numpy()
+    return float((clipped(start, end, window) * gpus * util).sum())
+
+
+def _requested_ratio(table: pd.DataFrame, window: Window, gpus_per_node: int) -> float:
+    """Time-averaged GPUs wanted by queued + running jobs / capacity (policy-dependent)."""
+    held = held_of(table["gpus"].to_numpy(), gpus_per_node).astype(float)
+    start = table["submit_s"].to_numpy()
+    stop = table["end_s"].fillna(window.t1).to_numpy()
+    return float((held * clipped(start, stop, window)).sum() / (window.capacity * window.span_s))
+
+
+# ----- sessions: kills and resubmissions -----------------------------------------------------
+def session_summary(
+    events: pd.DataFrame, keys: Keys, att: pd.DataFrame, resubmitted: np.ndarray, window: Window
+) -> dict[str, object]:
+    """Interactive sessions in the window: kills (count, and share of the sessions that ran),
+    GPU-hours lost to their preemptions and cut by kills never resubmitted, and the wait after
+    a resubmission (``resubmitted``: ``_resubmitted(events, keys.job)``)."""
+    session = keys.kind[keys.att_job] == SESSION
+    inside = _in_window(events, window)
+    kills = inside & (events["event"] == "kill").to_numpy()
+    return {
+        "sessions_killed": int(kills.sum()),
+        "sessions_killed_share": _ratio(
+            _distinct(keys.job[kills]), _distinct(keys.att_job[session & _ran_in(att, window)])
+        ),
+        "session_lost_gpu_hours": float(_lost_gpu_s(att, "preempt", window)[session].sum())
+        / 3600.0,
+        "session_cut_gpu_hours": cut_gpu_s(events, np.flatnonzero(kills), resubmitted) / 3600.0,
+        "resubmits": int((inside & (events["event"] == "resubmit").to_numpy()).sum()),
+        "resubmit_wait_s": percentiles(resubmit_waits(events, window, keys.job)),
+    }
+
+
+def _in_window(events: pd.DataFrame, window: Window) -> np.ndarray:
+    """Rows of the log inside the window."""
+    t = events["t_s"].to_numpy()
+    return (t >= window.t0) & (t < window.t1)
+
+
+def _ran_in(att: pd.DataFrame, window: Window) -> np.ndarray:
+    """Attempts that ran some time inside the window."""
+    return ((att["end_s"] > window.t0) & (att["start_s"] < window.t1)).to_numpy()
+
+
+def _distinct(codes: np.ndarray) -> int:
+    """How many different jobs."""
+    return len(np.unique(codes))
+
+
+def cut_gpu_s(events: pd.DataFrame, kills: np.ndarray, resubmitted: np.ndarray) -> float:
+    """GPU-seconds of session time cut by the kills (``kills``: positions of rows of the log, in
+    order) and never had: the sessions their users did not submit again (``resubmitted``, per row)."""
+    cut = kills[~resubmitted[kills]]
+    return float((events["gpus"].to_numpy()[cut] * events["lost_s"].to_numpy()[cut]).sum())
+
+
+def _resubmitted(events: pd.DataFrame, job: np.ndarray) -> np.ndarray:
+    """Per row of the log: a kill whose session was submitted again later (before the end)."""
+    rows = np.flatnonzero(events["event"].isin(["kill", "resubmit"]).to_numpy())
+    following = _take(events["event"].to_numpy()[rows], next_row(job[rows]), "") == "resubmit"
+    out = np.zeros(len(events), bool)
+    out[rows] = following
+    return out
+
+
+def resubmit_waits(
+    events: pd.DataFrame, window: Window, job: np.ndarray | None = None
+) -> pd.Series:
+    """Seconds from each resubmission in the window to the session's next start (or its
+    withdrawal, or the end of the run). ``job`` is ``job_codes`` of the log's rows."""
+    job = job_codes(events["job_id"]) if job is None else job
+    mask = events["event"].isin(["resubmit", "start", "withdraw"]).to_numpy()
+    rows = events[mask]
+    nxt = pd.Series(_take(rows["t_s"].to_numpy(), next_row(job[mask]), window.t1), index=rows.index)
+    back = (rows["event"] == "resubmit") & (rows["t_s"] >= window.t0) & (rows["t_s"] < window.t1)
+    return (nxt - rows["t_s"])[back]
+
+
+def by_kind(
+    events: pd.DataFrame,
+    keys: Keys,
+    att: pd.DataFrame,
+    table: pd.DataFrame,
+    held_s: np.ndarray,
+    resubmitted: np.ndarray,
+    window: Window,
+    waits: dict | None = None,
+    queued: dict | None = None,
+) -> pd.DataFrame:
+    """One row per kind of job: jobs submitted in the window and how they ended, preemptions and
+    kills in the window (counts, and shares of the jobs that ran in it), GPU-hours held, lost to
+    preemption and cut by kills, and first-start and queued waits (``waits`` and ``queued``:
+    ``wait_stats`` by kind of ``wait_s`` and ``queued_s`` when the caller has them)."""
+    waits = wait_stats(table, window)[0] if waits is None else waits
+    queued = wait_stats(table, window, "queued_s")[0] if queued is None else queued
+    code, kinds = pd.factorize(keys.kind, sort=True)
+    att_code, ran, lost = (
+        code[keys.att_job],
+        _ran_in(att, window),
+        _lost_gpu_s(att, "preempt", window),
+    )
+    event = events["event"].to_numpy()
+    hit = np.flatnonzero(_in_window(events, window) & ((event == "preempt") | (event == "kill")))
+    hit_job, hit_event = keys.job[hit], event[hit]
+    hit_code = code[hit_job]
+    mine = _submitted_in(table, window)
+    state = table["state"].to_numpy(object)
+    none = percentiles(pd.Series([], dtype=float))
+    rows = []
+    for i, k in enumerate(kinds):
+        jobs, ran_jobs = mine & (code == i), _distinct(keys.att_job[ran & (att_code == i)])
+        preempts, kills = (
+            (hit_code == i) & (hit_event == "preempt"),
+            (hit_code == i) & (hit_event == "kill"),
+        )
+        rows.append(
+            {
+                "kind": k,
+                "jobs": int(jobs.sum()),
+                "finished": int((jobs & (state == "finished")).sum()),
+                "withdrawn": int((jobs & (state == "withdrawn")).sum()),
+                "ran": ran_jobs,
+                "preemptions": int(preempts.sum()),
+                "preempted_share": _ratio(_distinct(hit_job[preempts]), ran_jobs),
+                "killed": int(kills.sum()),
+                "killed_share": _ratio(_distinct(hit_job[kills]), ran_jobs),
+                "gpu_hours": float(held_s[att_code == i].sum()) / 3600.0,
+                "lost_gpu_hours": float(lost[att_code == i].sum()) / 3600.0,
+                "cut_gpu_hours": cut_gpu_s(events, hit[kills], resubmitted) / 3600.0,
+                "wait_p50_s": waits.get(k, none)["p50"],
+                "wait_p90_s": waits.get(k, none)["p90"],
+                "queued_p90_s": queued.get(k, none)["p90"],
+            }
+        )
+    return pd.DataFrame(rows, columns=KIND_COLUMNS)
+
+
+KIND_COLUMNS = [
+    "kind",
+    "jobs",
+    "finished",
+    "withdrawn",
+    "ran",
+    "preemptions",
+    "preempted_share",
+    "killed",
+    "killed_share",
+    "gpu_hours",
+    "lost_gpu_hours",
+    "cut_gpu_hours",
+    "wait_p50_s",
+    "wait_p90_s",
+    "queued_p90_s",
+]
+
+
+# ----- availability: the node events ---------------------------------------------------------
+def down_intervals(events: pd.DataFrame, horizon_s: float) -> pd.DataFrame:
+    """One row per failure: node, down_s, up_s (the horizon if still under repair), repair."""
+    event = events["event"].to_numpy()
+    downs, ups = events[event == "node_down"], events[event == "node_up"]
+    node = downs["nodes"].to_numpy().astype(int)
+    match = nth_match(
+        node, ups["nodes"].to_numpy().astype(int)
+    )  # a node's k-th repair ends its k-th failure
+    repair = np.array([detail.removeprefix("repair=") for detail in ups["detail"]], dtype=object)
+    return pd.DataFrame(
+        {
+            "node": node,
+            "down_s": downs["t_s"].to_numpy(),
+            "up_s": _take(ups["t_s"].to_numpy(), match, horizon_s),
+            "repair": _take(repair, match, "open"),
+        }
+    )
+
+
+def held_gpu_s(
+    att: pd.DataFrame, down: pd.DataFrame, window: Window, gpus_per_node: int
+) -> np.ndarray:
+    """GPU-seconds each attempt held inside the window on healthy nodes. Time on a failed node
+    (manual repair: jobs land there until a person drains it) is not occupancy."""
+    held = att["gpus"].to_numpy() * clipped(
+        att["start_s"].to_numpy(), att["end_s"].to_numpy(), window
+    )
+    pairs = down_overlaps(att, down, gpus_per_node)
+    lost = pairs["gpus"].to_numpy() * clipped(
+        pairs["start_s"].to_numpy(), pairs["end_s"].to_numpy(), window
+    )
+    return held - np.bincount(pairs["attempt"].to_numpy(int), weights=lost, minlength=len(att))
+
+
+def down_overlaps(att: pd.DataFrame, down: pd.DataFrame, gpus_per_node: int) -> pd.DataFrame:
+    """Where attempts ran on a node while it was down: attempt (position in ``att``), start_s,
+    end_s (end >= start) and the GPUs the attempt held on that node."""
+    if down.empty or att.empty:
+        return pd.DataFrame(
+            {
+                "attempt": np.zeros(0, int),
+                "start_s": np.zeros(0),
+                "end_s": np.zeros(0),
+                "gpus": np.zeros(0),
+            }
+        )
+    rows = att.assign(
+        attempt=np.arange(len(att)), share=np.minimum(att["gpus"].to_numpy(), gpus_per_node)
+    )
+    rows = rows.assign(node=rows["nodes"].str.split(",")).explode("node")
+    rows["node"] = rows["node"].astype(int)
+    pairs = rows.merge(down, on="node")
+    start = np.maximum(pairs["start_s"].to_numpy(), pairs["down_s"].to_numpy())
+    end = np.minimum(pairs["end_s"].to_numpy(), pairs["up_s"].to_numpy())
+    return pd.DataFrame(
+        {
+            "attempt": pairs["attempt"].to_numpy(),
+            "start_s": start,
+            "end_s": np.maximum(start, end),
+            "gpus": pairs["share"].to_numpy(dtype=float),
+        }
+    )
+
+
+def health_summary(
+    events: pd.DataFrame,
+    att: pd.DataFrame,
+    window: Window,
+    horizon_s: float,
+    down: pd.DataFrame | None = None,
+) -> dict[str, object]:
+    """Failures, repairs by kind, jobs hit and GPU-hours lost to failures, inside the window
+    (``down``: ``down_intervals(events, horizon_s)`` when the caller has it)."""
+    down = down_intervals(events, horizon_s) if down is None else down
+    began = down[(down["down_s"] >= window.t0) & (down["down_s"] < window.t1)]
+    done = down[
+        (down["up_s"] >= window.t0) & (down["up_s"] < window.t1) & (down["repair"] != "open")
+    ]
+    fails = events[
+        (events["event"] == "fail") & (events["t_s"] >= window.t0) & (events["t_s"] < window.t1)
+    ]
+    return {
+        "node_failures": len(began),
+        "human_repairs": int((done["repair"] == "human").sum()),
+        "auto_repairs": int((done["repair"] == "automatic").sum()),
+        "jobs_hit": int(fails["job_id"].nunique()),
+        "failure_lost_gpu_hours": lost_to(att, "fail", window) / 3600.0,
+    }
+
+
+def lost_to(att: pd.DataFrame, cause: str, window: Window) -> float:
+    """GPU-seconds lost to one cause: progress lost by attempts it ended, and the restart
+    overhead paid by the attempts that followed them."""
+    return float(_lost_gpu_s(att, cause, window).sum())
+
+
+def _lost_gpu_s(att: pd.DataFrame, cause: str, window: Window) -> np.ndarray:
+    """``lost_to`` per attempt."""
+    start, end = att["start_s"].to_numpy(), att["end_s"].to_numpy()
+    lost = np.where(att["ended_by"] == cause, att["lost_s"].to_numpy(), 0.0)
+    overhead = np.where(
+        att["restart_after"] == cause, np.minimum(att["overhead_s"].to_numpy(), end - start), 0.0
+    )
+    seconds = clipped(end - lost, end, window) + clipped(start, start + overhead, window)
+    return seconds * att["gpus"].to_numpy()
+
+
+def health_series(
+    events: pd.DataFrame,
+    capacity: int,
+    gpus_per_node: int,
+    horizon_s: float,
+    bucket_s: float = 3600.0,
+) -> pd.DataFrame:
+    """Per time bucket: mean healthy GPUs, failures, and repairs by kind (for charts)."""
+    edges = np.arange(0.0, horizon_s + bucket_s, bucket_s)
+    edges[-1] = min(edges[-1], horizon_s) if len(edges) > 1 else horizon_s
+    down = down_intervals(events, horizon_s)
+    lost = np.zeros(len(edges) - 1)
+    for d, u in zip(down["down_s"], down["up_s"]):
+        lost += gpus_per_node * np.clip(
+            np.minimum(edges[1:], u) - np.maximum(edges[:-1], d), 0, None
+        )
+    width = np.diff(edges)
+
+    def count(t: np.ndarray) -> np.ndarray:
+        bucket = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, len(width) - 1)
+        return np.bincount(bucket, minlength=len(width)) if len(t) else np.zeros(len(width), int)
+
+    return pd.DataFrame(
+        {
+            "t_s": edges[:-1],
+            "healthy_gpus": capacity - lost / width,
+            "failures": count(down["down_s"].to_numpy()),
+            "auto_repairs": count(down.loc[down["repair"] == "automatic", "up_s"].to_numpy()),
+            "human_repairs": count(down.loc[down["repair"] == "human", "up_s"].to_numpy()),
+        }
+    )

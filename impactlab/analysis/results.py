@@ -1,0 +1,446 @@
+"""A finished run (``SimResult``): its inputs, the event log, and everything derived from them.
+
+Headline numbers come from ``summary()`` (nested) or ``metrics()`` (flat, for sweeps and
+``metrics_frame``); long-form tables for charts from the table methods (``impactlab.analysis.tables``).
+``save``/``load`` round-trip a run through a directory of Parquet and JSON files.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..base.config import SimConfig
+from ..base.files import check_output_dir
+from ..base.registry import policy_class, policy_params
+from ..base.units import DAY_S, HOUR_S
+from ..inputs.budgets import BudgetTree
+from ..sim.events import EVENT_DTYPES, Job, jobs_from_trace
+from . import tables
+from .explain import Story, explain, protection_ends
+from .findings import findings
+from .metrics import SIZE_BUCKETS, Window, attempts, down_intervals, health_series, summarise
+
+log = logging.getLogger(__name__)
+
+#: Scalar keys of ``summary()`` that ``metrics()`` keeps as they are.
+SCALAR_METRICS = (
+    "jobs",
+    "availability",
+    "occupancy",
+    "occupancy_funded",
+    "occupancy_unallocated",
+    "utilization",
+    "impact",
+    "impact_useful",
+    "impact_strict",
+    "unallocated_share",
+    "jain",
+    "requested_ratio",
+    "preemptions",
+    "lost_gpu_hours",
+    "preemption_lost_share",
+    "preemptions_per_job_max",
+    "preemptions_per_job_p99",
+    "preempted_repeatedly_share",
+    "funded_preemptions_per_job_max",
+    "withdrawn",
+    "queued_at_end",
+    "queued_at_end_share",
+    "backlog_growing",
+    "sessions_killed",
+    "sessions_killed_share",
+    "session_lost_gpu_hours",
+    "session_cut_gpu_hours",
+    "resubmits",
+    "node_failures",
+    "human_repairs",
+    "auto_repairs",
+    "jobs_hit",
+    "failure_lost_gpu_hours",
+)
+QUANTILE_NAMES = ("p50", "p90", "p99")
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """A finished run: its config and inputs, the event log and everything derived from it."""
+
+    config: SimConfig
+    trace: pd.DataFrame
+    tree: BudgetTree
+    events: pd.DataFrame
+    sim_wall_s: float
+    #: Projects named in the trace but not in the budget tree (job counts); their jobs ran unallocated.
+    unknown_projects: dict[str, int] = field(default_factory=dict)
+    #: Where the trace came from: path/format/sha256/rows kept and skipped, or {"source": "synthetic", ...}.
+    provenance: dict = field(default_factory=dict)
+    label: str = ""  # display name of the run; "" -> the policy
+    #: Log the run's warnings when its metrics are first derived (a sweep collects them instead).
+    log_warnings: bool = True
+
+    @property
+    def run(self) -> str:
+        """The run's display name: its label, else its policy."""
+        return self.label or self.config.policy
+
+    @property
+    def repair(self) -> str | None:
+        """How failed nodes were repaired: the config's mode, else the policy's own; None when
+        nodes never fail."""
+        if self.config.health.mtbf_hours is None:
+            return None
+        return self.config.health.repair or policy_class(self.config.policy).repair
+
+    @property
+    def window(self) -> Window:
+        """The reporting window (after the warm-up)."""
+        return Window(self.config.warmup_s, self.config.horizon_s, self.config.gpus)
+
+    @cached_property
+    def _derived(self) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+        derived = summarise(
+            self.events,
+            self.trace,
+            self.tree,
+            self.window,
+            self.config.gpus_per_node,
+            self.config.horizon_s,
+            att=self._attempts,
+            down=self._down,
+        )
+        head = derived[0]
+        knobs = frozenset(p.name for p in policy_params(self.config.policy))
+        head["warnings"] = [f.message for f in findings(head, self.run, knobs)]
+        for message in head["warnings"] if self.log_warnings else ():
+            log.warning("%s", message)
+        return derived
+
+    @cached_property
+    def _attempts(self) -> pd.DataFrame:
+        return attempts(self.events, self.config.horizon_s)
+
+    @cached_property
+    def _down(self) -> pd.DataFrame:
+        return down_intervals(self.events, self.config.horizon_s)
+
+    @property
+    def jobs(self) -> pd.DataFrame:
+        """Per-job table derived from the event log."""
+        return self._derived[1]
+
+    @property
+    def budgets(self) -> pd.DataFrame:
+        """Per budget node: entitled, owed and delivered GPU-seconds in the window, and impact."""
+        return self._derived[2]
+
+    def summary(self) -> dict:
+        """Headline metrics (fractions in [0, 1], waits in seconds) with the run's identity."""
+        head = {
+            "policy": self.config.policy,
+            "gpus": self.config.gpus,
+            "days": self.config.days,
+            "report_from_days": self.window.t0 / DAY_S,
+            "sim_wall_s": self.sim_wall_s,
+            # human repairs follow from these inputs: shown wherever they are reported
+            "repair": self.repair,
+            "human_fraction": self.config.health.human_fraction,
+        }
+        return {**head, **self._derived[0]}
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the headline numbers may hide (thrashing, a backlog, impact counting work thrown
+        away), a sentence each; also logged once and in ``summary()["warnings"]``
+        (``impactlab.analysis.findings`` holds the thresholds)."""
+        return list(self._derived[0]["warnings"])
+
+    def metrics(self) -> dict[str, float | int]:
+        """Headline metrics as one flat dict of numbers (no wall time): see ``flat_metrics``."""
+        return flat_metrics(self._derived[0], tables._kinds(self.trace))
+
+    # ----- long-form tables ------------------------------------------------------------------------
+    def _tagged(self, table: pd.DataFrame) -> pd.DataFrame:
+        """The table with the run's ``run`` and ``policy`` as its first columns."""
+        return table.assign(run=self.run, policy=self.config.policy)[
+            ["run", "policy", *table.columns]
+        ]
+
+    def _edges(self, bucket_s: float | None = None) -> Any:
+        """Time-series bucket edges: ``bucket_s`` or the adaptive nice size."""
+        horizon = self.config.horizon_s
+        return tables.bucket_edges(horizon, bucket_s or tables.bucket_size(horizon))
+
+    def health_series(self, bucket_s: float = 3600.0) -> pd.DataFrame:
+        """Per time bucket: mean healthy GPUs, failures and repairs by kind."""
+        return health_series(
+            self.events,
+            self.config.gpus,
+            self.config.gpus_per_node,
+            self.config.horizon_s,
+            bucket_s,
+        )
+
+    def wait_quantiles(self) -> pd.DataFrame:
+        """First-start wait p50/p90/p99 by kind and by size bucket (``tables.wait_quantiles``)."""
+        return self._tagged(tables.wait_quantiles(self.jobs, self.window))
+
+    def wait_cdf(self, points: int = 60) -> pd.DataFrame:
+        """Empirical CDF of first-start waits per kind and "all" (``tables.wait_cdf``)."""
+        return self._tagged(tables.wait_cdf(self.jobs, self.window, points))
+
+    def wait_by_size(self, work: str = "all") -> pd.DataFrame:
+        """First-start waits and queued GPU-hours per exact gang size, of all, funded or
+        unallocated jobs (``tables.wait_by_size``)."""
+        return self._tagged(
+            tables.wait_by_size(self.jobs, self.window, self.config.gpus_per_node, work)
+        )
+
+    def gang_idle(self, min_gpus: int | None = None) -> pd.DataFrame:
+        """GPU-hours idle and lent to unallocated work while funded gangs waited, per gang-size
+        bucket, in the window (``tables.gang_idle``; gangs: multi-node, or ``min_gpus`` and up)."""
+        c = self.config
+        return self._tagged(
+            tables.gang_idle(
+                self.events,
+                self._attempts,
+                self.jobs,
+                self._down,
+                c.nodes,
+                c.gpus_per_node,
+                self.window,
+                min_gpus,
+            )
+        )
+
+    def owed_split(self) -> pd.DataFrame:
+        """Why impact is below 1: the GPUs short projects were owed, in the window, by what held
+        them at the time (over-served projects under contract or not, unallocated work, nothing;
+        ``tables.owed_split``). Reads the contract from the run's policy, which must be registered."""
+        c = self.config
+        ends = protection_ends(self, self._records)
+        return self._tagged(
+            tables.owed_split(
+                self.events,
+                self._attempts,
+                self.jobs,
+                self._down,
+                self.tree,
+                self.window,
+                c.gpus_per_node,
+                ends,
+            )
+        )
+
+    def gang_wait_series(
+        self, bucket_s: float | None = None, min_gpus: int | None = None
+    ) -> pd.DataFrame:
+        """Funded gangs waiting and the GPU-hours idle or lent meanwhile, per time bucket
+        (``tables.gang_wait_series``)."""
+        c = self.config
+        return self._tagged(
+            tables.gang_wait_series(
+                self.events,
+                self._attempts,
+                self.jobs,
+                self._down,
+                c.nodes,
+                c.gpus_per_node,
+                self._edges(bucket_s),
+                min_gpus,
+            )
+        )
+
+    def free_block_series(self, bucket_s: float | None = None) -> pd.DataFrame:
+        """Free (or lent) GPUs and the largest block one job could get, per time bucket
+        (``tables.free_block_series``)."""
+        c = self.config
+        return self._tagged(
+            tables.free_block_series(
+                self._attempts,
+                self.jobs,
+                self._down,
+                c.nodes,
+                c.gpus_per_node,
+                self._edges(bucket_s),
+            )
+        )
+
+    def preemption_series(self, bucket_s: float | None = None) -> pd.DataFrame:
+        """Preemptions and lost GPU-hours per time bucket and kind (``tables.preemption_series``)."""
+        return self._tagged(
+            tables.preemption_series(self._attempts, self.trace, self._edges(bucket_s))
+        )
+
+    def by_kind(self) -> pd.DataFrame:
+        """Per kind of job: outcomes, preemptions, kills, GPU-hours and waits (``metrics.by_kind``)."""
+        frame = pd.DataFrame.from_dict(self._derived[0]["by_kind"], orient="index")
+        return self._tagged(frame.rename_axis("kind").reset_index())
+
+    def preemptions_by_kind(self) -> pd.DataFrame:
+        """Preemptions in the reporting window per kind (``tables.preemptions_by_kind``)."""
+        return self._tagged(tables.preemptions_by_kind(self._attempts, self.trace, self.window))
+
+    def share_series(self, bucket_s: float | None = None) -> pd.DataFrame:
+        """Delivered, entitled and owed shares of healthy capacity per time bucket, for projects and
+        programs (``tables.share_series``); ``bucket_s`` overrides the adaptive bucket."""
+        c = self.config
+        edges = (
+            tables.bucket_edges(c.horizon_s, bucket_s)
+            if bucket_s
+            else tables.share_edges(self.tree, c.horizon_s)
+        )
+        return self._tagged(
+            tables.share_series(
+                self.events,
+                self._attempts,
+                self.jobs,
+                self._down,
+                self.tree,
+                c.gpus,
+                c.gpus_per_node,
+                c.horizon_s,
+                edges,
+            )
+        )
+
+    def pyramid_series(self, bucket_s: float | None = None) -> pd.DataFrame:
+        """Availability, occupancy (all, funded, unallocated) and utilization per time bucket."""
+        c = self.config
+        return self._tagged(
+            tables.pyramid_series(
+                self.events,
+                self._attempts,
+                self.jobs,
+                self._down,
+                c.gpus,
+                c.gpus_per_node,
+                self._edges(bucket_s),
+            )
+        )
+
+    def queue_series(self, bucket_s: float | None = None) -> pd.DataFrame:
+        """Time-averaged queued jobs and GPUs per time bucket and kind (``tables.queue_series``)."""
+        return self._tagged(tables.queue_series(self.events, self.trace, self._edges(bucket_s)))
+
+    def gantt(
+        self, t0_h: float | None = None, t1_h: float | None = None, max_rows: int = 3000
+    ) -> pd.DataFrame:
+        """Attempts per node between ``t0_h`` (default: the window's start) and ``t1_h`` (default:
+        the horizon), lowest nodes first, at most ``max_rows`` rows (``tables.gantt``)."""
+        t0 = self.window.t0 if t0_h is None else t0_h * HOUR_S
+        t1 = self.config.horizon_s if t1_h is None else t1_h * HOUR_S
+        return self._tagged(tables.gantt(self._attempts, self.jobs, t0, t1, max_rows))
+
+    def explain(self, job_id: str) -> Story:
+        """The story of one job in words, from the event log: waits and why, starts, preemptions
+        (by whom and why), requeues, the end (``impactlab.analysis.explain``); ``.text()`` renders it."""
+        return explain(self, job_id, self._records)
+
+    @cached_property
+    def _records(self) -> list[Job]:
+        """The run's job records (as the engine saw them), for stories."""
+        return jobs_from_trace(self.trace, self.tree, self.config.gpus_per_node)
+
+    # ----- files -----------------------------------------------------------------------------------
+    def save(self, out: str | Path) -> Path:
+        """Write events, trace, jobs and budgets (Parquet), summary and config (JSON) into ``out``;
+        ``SimResult.load(out)`` reads the run back. ``out`` is created, its parent must exist
+        (``OutputPathError`` otherwise, before anything is written)."""
+        out = check_output_dir(out)
+        out.mkdir(exist_ok=True)
+        self.events.to_parquet(out / "events.parquet", index=False)
+        self.trace.to_parquet(out / "trace.parquet", index=False)
+        self.jobs.to_parquet(out / "jobs.parquet", index=False)
+        self.budgets.to_parquet(out / "budgets.parquet", index=False)
+        (out / "summary.json").write_text(json.dumps(self.summary(), indent=2, default=_plain))
+        config = {
+            "config": self.config.to_dict(),
+            "budgets": self.tree.to_dict(),
+            "label": self.label,
+            "provenance": self.provenance,
+            "unknown_projects": self.unknown_projects,
+            "sim_wall_s": self.sim_wall_s,
+            # Parquet reads text back as strings, not objects: keep the trace's own dtypes
+            "trace_dtypes": {col: str(dtype) for col, dtype in self.trace.dtypes.items()},
+        }
+        (out / "config.json").write_text(json.dumps(config, indent=2, default=_plain))
+        return out
+
+    @classmethod
+    def load(cls, path: str | Path) -> SimResult:
+        """Read a run written by ``save``: its config, budget tree, trace and event log."""
+        path = Path(path)
+        saved = json.loads((path / "config.json").read_text())
+        events = pd.read_parquet(path / "events.parquet").astype(EVENT_DTYPES)
+        trace = pd.read_parquet(path / "trace.parquet").astype(saved.get("trace_dtypes", {}))
+        return cls(
+            config=SimConfig.from_dict(saved["config"]),
+            trace=trace,
+            tree=BudgetTree.from_dict(saved["budgets"]),
+            events=events,
+            sim_wall_s=float(saved.get("sim_wall_s", 0.0)),
+            unknown_projects=saved.get("unknown_projects", {}),
+            provenance=saved.get("provenance", {}),
+            label=saved.get("label", ""),
+        )
+
+
+def flat_metrics(summary: Mapping[str, Any], kinds: Iterable[str]) -> dict[str, float | int]:
+    """A ``summary()`` as one flat dict of numbers: the scalar metrics, ``preemptions.<kind>``
+    per kind, and ``wait_<q>_s.<group>`` / ``queued_<q>_s.<group>`` for q in p50, p90, p99 and
+    group in all, the kinds and ``size_<bucket>`` (waits only). NaN where there are no jobs."""
+    kinds = list(kinds)
+    out: dict[str, float | int] = {
+        key: int(v) if isinstance(v := summary[key], bool) else v for key in SCALAR_METRICS
+    }
+    by_kind = summary["preemptions_by_kind"]
+    out.update({f"preemptions.{k}": int(by_kind.get(k, 0)) for k in kinds})
+    groups = [(g, g) for g in ("all", *kinds)]
+    sizes = [(f"size_{name}", name) for _, _, name in SIZE_BUCKETS]
+    for prefix, stats, names in (
+        ("wait", summary["wait_s"], groups),
+        ("wait", summary["wait_by_size_s"], sizes),
+        ("queued", summary["queued_s"], groups),
+    ):
+        for q in QUANTILE_NAMES:
+            out.update(
+                {
+                    f"{prefix}_{q}_s.{name}": _number(stats.get(key, {}).get(q))
+                    for name, key in names
+                }
+            )
+    return out
+
+
+def _number(value: float | None) -> float:
+    """A quantile as a float, NaN when there was nothing to measure."""
+    return math.nan if value is None else float(value)
+
+
+def metrics_frame(results: Iterable[SimResult]) -> pd.DataFrame:
+    """One row per run: run, policy, the flat config columns (``SimConfig.flat()``),
+    ``metrics()`` and sim_wall_s, in that column order whatever the runs' policies."""
+    results = list(results)
+    config = pd.DataFrame([r.config.flat() for r in results]).drop(
+        columns="policy", errors="ignore"
+    )
+    metrics = pd.DataFrame([r.metrics() for r in results])
+    head = pd.DataFrame(
+        {"run": [r.run for r in results], "policy": [r.config.policy for r in results]}
+    )
+    wall = pd.DataFrame({"sim_wall_s": [r.sim_wall_s for r in results]})
+    return pd.concat([head, config, metrics, wall], axis=1)
+
+
+def _plain(value: Any) -> Any:
+    """JSON fallback: NumPy scalars as Python numbers, anything else as its string."""
+    return value.item() if hasattr(value, "item") else str(value)

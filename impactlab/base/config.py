@@ -1,0 +1,667 @@
+"""The frozen configuration of a run, declared once; vary it with ``with_params`` or ``replace``.
+
+Every knob is a ``Param`` (``impactlab.base.params``) used as the default of a dataclass field, so
+the CLI flags, scenario keys, widgets and sweep axes all come from the declarations here and
+on the policies' own fields. This module is the bottom layer: it imports only ``params``,
+``registry`` and ``units``.
+
+A config is hashable (results are cached on it), and round-trips through ``to_dict`` /
+``from_dict`` (JSON) and through ``flat`` / ``from_flat`` (one value per parameter name).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal
+
+from .params import FrozenMap, Param, ParamError, check_fields, declared, merge_knobs
+from .registry import check_knobs, policy_class, policy_names, policy_params
+from .units import DAY_S
+
+log = logging.getLogger(__name__)
+
+RepairMode = Literal["automatic", "manual"]
+REPAIR_MODES: tuple[RepairMode, ...] = ("automatic", "manual")
+
+#: Named variant sets for ``compare``. ``ai2`` is Ai2's before/after: legacy with manual repair
+#: against impactful with automatic repair. It credits the second run with both changes at
+#: once; the cut in human repairs follows from ``human_fraction`` (an input), not from the
+#: scheduler.
+PAIRINGS: dict[str, dict[str, dict[str, Any]]] = {
+    "ai2": {
+        "legacy": {"policy": "legacy", "repair": "manual"},
+        "impactful": {"policy": "impactful", "repair": "automatic"},
+    },
+}
+
+#: What a replayed trace that declares no minimum runtimes gets (``contract_default``).
+CONTRACT_DEFAULTS = ("job-length", "per-kind", "none")
+SESSION_MODES = ("end", "restore", "requeue")  # what preempting an interactive session does
+SHARE_PREFIX = "share."  # flat key of a budget-share override: "share.<tree node>"
+
+# ----- the declarations shared by the run and the generator ------------------------------------
+GPUS = Param(
+    "gpus", 256, int, "cluster", "cluster size", "GPUs", lo=1, hi=65536, step=8, ui=(8, 2048)
+)
+GPUS_PER_NODE = Param("gpus_per_node", 8, int, "cluster", "GPUs per node", "GPUs", lo=1, hi=64)
+DAYS = Param(
+    "days",
+    14.0,
+    float,
+    "workload",
+    "simulated span",
+    "days",
+    lo=0,
+    hi=3660,
+    step=0.5,
+    lo_open=True,
+    ui=(1, 60),
+)
+DEMAND = Param(
+    "demand",
+    2.5,
+    float,
+    "workload",
+    "synthetic offered load: GPU-hours submitted per hour / capacity",
+    "x capacity",
+    lo=0,
+    hi=20,
+    step=0.1,
+    lo_open=True,
+    ui=(0.5, 5),
+)
+FUNDED_LOAD = Param(
+    "funded_load",
+    0.8,
+    float,
+    "workload",
+    "synthetic funded part of the load (the rest is unallocated)",
+    "x capacity",
+    lo=0,
+    hi=20,
+    step=0.05,
+    lo_open=True,
+    ui=(0.1, 2),
+)
+#: A run's span: like the generator's, but "none" follows the trace (its whole span).
+RUN_DAYS = dataclasses.replace(
+    DAYS,
+    default=None,
+    nullable=True,
+    help="simulated span (none: 14 days of synthetic workload, or the whole span of the trace)",
+)
+SEED = Param(
+    "seed",
+    0,
+    int,
+    "workload",
+    "random seed of the workload (and of node failures)",
+    lo=0,
+    hi=2**32 - 1,
+    step=1,
+    ui=(0, 99),
+)
+USERS = Param(
+    "users_per_1024_gpus",
+    150,
+    int,
+    "workload",
+    "synthetic researchers per 1024 GPUs",
+    lo=1,
+    hi=10_000,
+)
+CHAIN = Param(
+    "pretrain_chain_mean",
+    4.0,
+    float,
+    "workload",
+    "synthetic pretraining runs per campaign before it ends or is cancelled",
+    "runs",
+    lo=1,
+    hi=100,
+)
+OPT_OUT_LONG = Param(
+    "opt_out_long",
+    0.85,
+    float,
+    "workload",
+    "legacy habit: share of jobs over 8 h that refuse preemption",
+    lo=0,
+    hi=1,
+    step=0.05,
+)
+OPT_OUT_SHORT = Param(
+    "opt_out_short",
+    0.3,
+    float,
+    "workload",
+    "legacy habit: share of shorter jobs that refuse preemption",
+    lo=0,
+    hi=1,
+    step=0.05,
+)
+REPAIR = Param(
+    "repair",
+    None,
+    str,
+    "health",
+    "how failed nodes are repaired (none: the policy's own, legacy manual, others automatic)",
+    choices=REPAIR_MODES,
+    nullable=True,
+)
+
+
+@dataclass(frozen=True)
+class GeneratorConfig:
+    """Knobs of the synthetic workload (``funded_shares``: GPU-time share per job kind, or None
+    for the generator's calibrated shares)."""
+
+    gpus: int = GPUS.field()
+    days: float = DAYS.field()
+    demand: float = DEMAND.field()
+    funded_load: float = FUNDED_LOAD.field()
+    seed: int = SEED.field()
+    gpus_per_node: int = GPUS_PER_NODE.field()
+    users_per_1024_gpus: int = USERS.field()
+    pretrain_chain_mean: float = CHAIN.field()
+    opt_out_long: float = OPT_OUT_LONG.field()
+    opt_out_short: float = OPT_OUT_SHORT.field()
+    funded_shares: Mapping[str, float] | None = None
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        _check_cluster(self.gpus, self.gpus_per_node)
+        if not self.funded_load <= self.demand:
+            raise ParamError(
+                f"funded_load must be <= demand, got {self.funded_load} > {self.demand}"
+            )
+        if self.funded_shares is not None:
+            object.__setattr__(self, "funded_shares", FrozenMap(self.funded_shares))
+
+
+@dataclass(frozen=True)
+class HealthConfig:
+    """Node failures and repairs; with ``mtbf_hours=None`` (the default) nodes never fail."""
+
+    mtbf_hours: float | None = Param(
+        "mtbf_hours",
+        None,
+        float,
+        "health",
+        "mean time between failures of one node (none: no failures)",
+        "h",
+        lo=0,
+        lo_open=True,
+        nullable=True,
+        flag="--node-mtbf-hours",
+    ).field()
+    repair: RepairMode | None = REPAIR.field()  # noqa: RUF009 (a field, not a shared default)
+    auto_repair_hours: float = Param(
+        "auto_repair_hours",
+        2.0,
+        float,
+        "health",
+        "automatic repair: drain, reboot, checks, back in service",
+        "h",
+        lo=0,
+        hi=1000,
+    ).field()
+    human_repair_hours: float = Param(
+        "human_repair_hours",
+        24.0,
+        float,
+        "health",
+        "a repair that needs a person (a ticket, maybe a part)",
+        "h",
+        lo=0,
+        hi=10_000,
+    ).field()
+    human_fraction: float = Param(
+        "human_fraction",
+        0.25,
+        float,
+        "health",
+        "automatic mode: failures that still need a person",
+        lo=0,
+        hi=1,
+        step=0.05,
+    ).field()
+    detect_hours: float = Param(
+        "detect_hours",
+        4.0,
+        float,
+        "health",
+        "manual mode: until a person notices a failing node",
+        "h",
+        lo=0,
+        hi=1000,
+    ).field()
+    crash_s: float = Param(
+        "crash_s",
+        300.0,
+        float,
+        "health",
+        "manual mode: how long a job lasts on a failed node "
+        "(positive, or jobs would land and die forever)",
+        "s",
+        lo=0,
+        lo_open=True,
+    ).field()
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Everything a run needs besides in-memory inputs (a trace or tree passed to ``simulate``).
+
+    Without ``trace_path``, the synthetic generator builds the workload from the cluster and
+    workload knobs. ``policy_knobs`` override the policy's declared knobs (``{"cap_hours": 4}``);
+    ``budget_shares`` override the shares of named budget-tree nodes. ``warmup_days`` (default:
+    the policy's window, 7 days, at most half the run) is left out of the metrics so that the
+    sliding window is full. ``days`` left unset follows the replayed trace (``trace_path``, or a
+    DataFrame passed to ``simulate``) over its whole span, and is 14 days of synthetic workload
+    otherwise; the result's config has it filled in.
+    """
+
+    policy: str = Param(
+        "policy",
+        "impactful",
+        str,
+        "policy",
+        "scheduling policy (a registered name or a 'module:Class' spec)",
+    ).field()
+    gpus: int = GPUS.field()
+    gpus_per_node: int = GPUS_PER_NODE.field()
+    days: float | None = RUN_DAYS.field()
+    demand: float = DEMAND.field()
+    funded_load: float = FUNDED_LOAD.field()
+    seed: int = SEED.field()
+    users_per_1024_gpus: int = USERS.field()
+    pretrain_chain_mean: float = CHAIN.field()
+    opt_out_long: float = OPT_OUT_LONG.field()
+    opt_out_short: float = OPT_OUT_SHORT.field()
+    trace_path: str | None = Param(
+        "trace_path",
+        None,
+        str,
+        "trace",
+        "trace file: impactlab CSV/Parquet, Philly, Helios, Acme, Alibaba, sacct (none: synthetic)",
+        nullable=True,
+        flag="--trace",
+    ).field()
+    trace_format: str | None = Param(
+        "trace_format",
+        None,
+        str,
+        "trace",
+        "trace format (none: detected from the columns)",
+        nullable=True,
+        flag="--format",
+    ).field()
+    trace_start_days: float = Param(
+        "trace_start_days",
+        0.0,
+        float,
+        "trace",
+        "replay the trace from this day on",
+        "days",
+        lo=0,
+        hi=1e5,
+    ).field()
+    trace_days: float | None = Param(
+        "trace_days",
+        None,
+        float,
+        "trace",
+        "replay only this many days of the trace (none: all)",
+        "days",
+        lo=0,
+        hi=1e5,
+        lo_open=True,
+        nullable=True,
+    ).field()
+    skip_large: bool = Param(
+        "skip_large",
+        False,
+        bool,
+        "trace",
+        "skip (and report) jobs larger than the cluster instead of stopping",
+    ).field()
+    fill_contract: bool = Param(
+        "fill_contract",
+        False,
+        bool,
+        "trace",
+        "set min_runtime_s, checkpoint_s and util from per-kind defaults",
+    ).field()
+    contract_default: str = Param(
+        "contract_default",
+        "job-length",
+        str,
+        "trace",
+        "minimum runtime of the jobs of a replayed trace "
+        "that declares none (every min_runtime_s 0): the job's own length (the policy's cap still "
+        "applies), the per-kind defaults, or none (every job preemptible at once)",
+        choices=CONTRACT_DEFAULTS,
+    ).field()
+    patience_hours: float | None = Param(
+        "patience_hours",
+        None,
+        float,
+        "trace",
+        "a replayed job that records no patience is withdrawn "
+        "if still queued after this long (none: it waits forever)",
+        "h",
+        lo=0,
+        hi=1e5,
+        lo_open=True,
+        nullable=True,
+    ).field()
+    budgets_path: str | None = Param(
+        "budgets_path",
+        None,
+        str,
+        "trace",
+        "budget tree YAML, or a scenario file (none: the "
+        "synthetic organisation, or equal shares per project)",
+        nullable=True,
+        flag="--budgets",
+    ).field()
+    unknown_projects: str = Param(
+        "unknown_projects",
+        "unallocated",
+        str,
+        "trace",
+        "jobs whose project is not in the budget tree: run unallocated or stop",
+        choices=("unallocated", "error"),
+    ).field()
+    restart_overhead_s: float = Param(
+        "restart_overhead_s",
+        60.0,
+        float,
+        "policy",
+        "paid by a preempted or failed job when it starts again",
+        "s",
+        lo=0,
+        hi=86_400,
+        step=10,
+        ui=(0, 1800),
+    ).field()
+    cycle_s: float = Param(
+        "cycle_s",
+        30.0,
+        float,
+        "latency",
+        "scheduling cycle: passes run at multiples of it "
+        "(0: at once after every change; Slurm's bf_interval default)",
+        "s",
+        lo=0,
+        hi=3600,
+        step=5,
+        ui=(0, 300),
+    ).field()
+    startup_s: float = Param(
+        "startup_s",
+        30.0,
+        float,
+        "latency",
+        "start-up of every attempt: GPUs held, no progress (container start and a cached image)",
+        "s",
+        lo=0,
+        hi=86_400,
+        step=5,
+        ui=(0, 600),
+    ).field()
+    grace_s: float = Param(
+        "grace_s",
+        30.0,
+        float,
+        "latency",
+        "a preempted job keeps its GPUs this long after the "
+        "decision (Kubernetes' default terminationGracePeriodSeconds)",
+        "s",
+        lo=0,
+        hi=3600,
+        step=5,
+        ui=(0, 300),
+    ).field()
+    preempted_sessions: str = Param(
+        "preempted_sessions",
+        "end",
+        str,
+        "sessions",
+        "a preempted interactive session ends; or "
+        "(what-if) is restored whole; or is requeued like any job",
+        choices=SESSION_MODES,
+    ).field()
+    session_resubmit_share: float = Param(
+        "session_resubmit_share",
+        0.5,
+        float,
+        "sessions",
+        "share of killed sessions their user submits again",
+        lo=0,
+        hi=1,
+        step=0.05,
+    ).field()
+    session_resubmit_delay_s: float = Param(
+        "session_resubmit_delay_s",
+        600.0,
+        float,
+        "sessions",
+        "how long after a kill the user submits the session again",
+        "s",
+        lo=0,
+        hi=86_400,
+        step=60,
+        ui=(0, 7200),
+    ).field()
+    warmup_days: float | None = Param(
+        "warmup_days",
+        None,
+        float,
+        "policy",
+        "left out of the metrics (none: the fair-share window, 7 days, at most half the run)",
+        "days",
+        lo=0,
+        hi=1e5,
+        nullable=True,
+    ).field()
+    policy_knobs: Mapping[str, Any] = field(default_factory=FrozenMap)
+    budget_shares: Mapping[str, float] = field(default_factory=FrozenMap)
+    health: HealthConfig = field(default_factory=HealthConfig)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        _check_cluster(self.gpus, self.gpus_per_node)
+        if not self.funded_load <= self.demand:
+            raise ParamError(
+                f"funded_load must be <= demand, got {self.funded_load} > {self.demand}"
+            )
+        days = self.days if self.days is not None or self.trace_path else DAYS.default
+        if self.warmup_days is not None and days is not None and not self.warmup_days < days:
+            raise ParamError(f"warmup_days must be below days ({days:g}), got {self.warmup_days:g}")
+        policy_class(self.policy)
+        object.__setattr__(
+            self, "policy_knobs", FrozenMap(check_knobs(self.policy, self.policy_knobs))
+        )
+        object.__setattr__(self, "budget_shares", FrozenMap(_check_shares(self.budget_shares)))
+        if isinstance(self.health, Mapping):
+            object.__setattr__(self, "health", HealthConfig(**self.health))
+
+    @property
+    def nodes(self) -> int:
+        """Nodes in the cluster."""
+        return self.gpus // self.gpus_per_node
+
+    @property
+    def horizon_s(self) -> float:
+        """Simulated time span. Unset ``days`` follows the trace, a file's or a DataFrame's, and
+        is known once the trace is read (``simulate`` and ``compare`` fill it in); with no trace
+        at all it is the synthetic workload's 14 days."""
+        if self.days is not None:
+            return self.days * DAY_S
+        if self.trace_path:
+            raise ParamError(
+                "days follows the trace and is not known before it is read; "
+                "use the result's config, or set days"
+            )
+        return DAYS.default * DAY_S
+
+    @property
+    def warmup_s(self) -> float:
+        """Start of the reporting window."""
+        if self.warmup_days is not None:
+            return self.warmup_days * DAY_S
+        return min(self.policy_knobs.get("window_days", 7.0), self.horizon_s / DAY_S / 2) * DAY_S
+
+    def generator(self) -> GeneratorConfig:
+        """The synthetic workload this config asks for."""
+        values = {name: getattr(self, name) for name in _GENERATOR_FIELDS}
+        return GeneratorConfig(**{**values, "days": self.horizon_s / DAY_S})
+
+    def knobs(self) -> dict[str, Any]:
+        """Every knob of the policy with its value in this run (declared default unless overridden)."""
+        return {
+            p.name: self.policy_knobs.get(p.name, p.default) for p in policy_params(self.policy)
+        }
+
+    # ----- flat form: one value per parameter name -----------------------------------------
+    def flat(self) -> dict[str, Any]:
+        """Every parameter of this run by name: run fields, health, the policy's knobs and
+        ``share.<node>`` budget overrides (config columns of result tables, presets, sweeps)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name in _RUN_PARAMS}
+        out.update({f.name: getattr(self.health, f.name) for f in fields(HealthConfig)})
+        out.update(self.knobs())
+        out.update({SHARE_PREFIX + k: v for k, v in self.budget_shares.items()})
+        return out
+
+    def with_params(self, values: Mapping[str, Any] | None = None, /, **kv: Any) -> SimConfig:
+        """A copy with parameters set by name; text values (CLI, query strings) are parsed.
+
+        Setting a trace on a synthetic config also lets ``days`` follow the trace, unless
+        ``days`` is given too.
+
+        A knob of the old policy that the new one does not declare is dropped when only the
+        policy changes; a knob named here must belong to the policy.
+        """
+        values = {**(values or {}), **kv}
+        run, health, knobs, shares = _split(values, values.get("policy", self.policy))
+        policy = run.get("policy", self.policy)
+        mine = {p.name for p in policy_params(policy)}
+        kept = {k: v for k, v in self.policy_knobs.items() if k in mine}
+        if len(kept) < len(self.policy_knobs):
+            log.debug("knobs %s do not apply to %s", sorted(set(self.policy_knobs) - mine), policy)
+        if run.get("trace_path") and not self.trace_path and "days" not in run:
+            run["days"] = None  # a new trace is replayed over its whole span unless days is given
+        return replace(
+            self,
+            **run,
+            health=replace(self.health, **health),
+            policy_knobs={**kept, **knobs},
+            budget_shares={**self.budget_shares, **shares},
+        )
+
+    @classmethod
+    def from_flat(cls, values: Mapping[str, Any]) -> SimConfig:
+        """A config from parameter names and values (defaults for the rest)."""
+        return cls().with_params(values)
+
+    # ----- nested form: JSON next to every result ------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, saved next to every result."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out.update(
+            policy_knobs=dict(self.policy_knobs),
+            budget_shares=dict(self.budget_shares),
+            health=dataclasses.asdict(self.health),
+        )
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SimConfig:
+        """Inverse of ``to_dict``; unknown keys raise ParamError."""
+        data = dict(data)
+        unknown = sorted(set(data) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ParamError(f"unknown config key(s) {unknown}")
+        data["health"] = HealthConfig(**(data.get("health") or {}))
+        return cls(**data)
+
+
+def parameters(policy: str | None = None) -> list[Param]:
+    """Every declared parameter: run, cluster, workload, trace and health knobs, and the knobs
+    of ``policy`` (default: of every registered policy, one entry per name)."""
+    knobs = [p for name in ([policy] if policy else policy_names()) for p in policy_params(name)]
+    return declared(SimConfig) + declared(HealthConfig) + merge_knobs(knobs)
+
+
+def parameter(name: str, policy: str | None = None) -> Param:
+    """One declared parameter by name (policy knobs: as ``policy`` declares it)."""
+    for p in parameters(policy):
+        if p.name == name:
+            return p
+    raise ParamError(_unknown(name, [p.name for p in parameters(policy)]))
+
+
+def _split(values: Mapping[str, Any], policy: str) -> tuple[dict, dict, dict, dict]:
+    """Route flat values to run fields, health fields, policy knobs and budget shares."""
+    run_params = {p.name: p for p in declared(SimConfig)}
+    health_params = {p.name: p for p in declared(HealthConfig)}
+    knob_params = {p.name: p for p in policy_params(policy)}
+    run, health, knobs, shares = {}, {}, {}, {}
+    for key, value in values.items():
+        if key.startswith(SHARE_PREFIX):
+            shares[key[len(SHARE_PREFIX) :]] = _parse_share(key, value)
+        elif key in run_params:
+            run[key] = run_params[key].parse(value)
+        elif key in health_params:
+            health[key] = health_params[key].parse(value)
+        elif key in knob_params:
+            knobs[key] = knob_params[key].parse(value)
+        else:
+            everyone = [*run_params, *health_params, *(p.name for p in parameters())]
+            if key in everyone:
+                raise ParamError(
+                    f"policy {policy!r} has no knob {key!r}; its knobs: {sorted(knob_params) or 'none'}"
+                )
+            raise ParamError(_unknown(key, everyone))
+    return run, health, knobs, shares
+
+
+def _unknown(key: str, names: list[str]) -> str:
+    close = difflib.get_close_matches(key, list(dict.fromkeys(names)), n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else "; see impactlab.parameters()"
+    return f"unknown parameter {key!r}{hint}"
+
+
+def _parse_share(key: str, value: Any) -> float:
+    try:
+        share = float(value)
+    except (TypeError, ValueError):
+        raise ParamError(f"{key} must be a number, got {value!r}") from None
+    if not share > 0 or math.isinf(share):
+        raise ParamError(f"{key} must be a positive share, got {value!r}")
+    return share
+
+
+def _check_shares(shares: Mapping[str, Any]) -> dict[str, float]:
+    return {str(k): _parse_share(SHARE_PREFIX + str(k), v) for k, v in shares.items()}
+
+
+def _check_cluster(gpus: int, per_node: int) -> None:
+    if gpus < per_node or gpus % per_node:
+        raise ParamError(
+            f"gpus must be a positive multiple of gpus_per_node ({per_node}), got {gpus}"
+        )
+
+
+_GENERATOR_FIELDS = tuple(f.name for f in fields(GeneratorConfig) if f.name != "funded_shares")
+_RUN_PARAMS = frozenset(p.name for p in declared(SimConfig))

@@ -1,0 +1,165 @@
+"""The trace schema: one row per job, validated into typed columns (docs/model.md section 3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+KINDS = ("debug", "interactive", "eval", "training", "pretrain", "other")
+
+REQUIRED = ("job_id", "submit_s", "gpus", "duration_s")
+
+#: Optional columns and the value a missing column (or an empty cell) gets.
+DEFAULTS: dict[str, object] = {
+    "user": "unknown",
+    "project": "",  # empty = unallocated: no budget funds it
+    "kind": "other",
+    "min_runtime_s": 0.0,
+    "priority": 0,
+    "preemptible": True,
+    "checkpoint_s": 1800.0,  # a checkpoint every 30 min unless the trace says otherwise
+    "util": 1.0,
+    "patience_s": float("inf"),  # never withdrawn
+}
+
+COLUMNS = (*REQUIRED, *DEFAULTS)
+
+_TRUE = {"true", "t", "yes", "y", "1"}
+_FALSE = {"false", "f", "no", "n", "0"}
+
+
+class TraceError(ValueError):
+    """Input that cannot be used; the message names the source, row and column."""
+
+    def __init__(self, source: str, row: int | None, column: str | None, problem: str):
+        where = source
+        if row is not None:
+            where += f", row {row}"
+        if column is not None:
+            where += f", column '{column}'"
+        super().__init__(f"{where}: {problem}")
+        self.source, self.row, self.column, self.problem = source, row, column, problem
+
+
+@dataclass(frozen=True)
+class _Check:
+    column: str
+    source: str
+    row_base: int
+
+    def fail(self, df: pd.DataFrame, bad: np.ndarray, problem: str) -> None:
+        """Raise for the first row flagged in ``bad``, if any."""
+        if bad.any():
+            pos = int(np.flatnonzero(bad)[0])
+            value = df[self.column].iloc[pos]
+            raise TraceError(
+                self.source, pos + self.row_base, self.column, f"{problem} (got {value!r})"
+            )
+
+
+def validate_trace(
+    data: pd.DataFrame, source: str = "trace", row_base: int = 0, max_gpus: int | None = None
+) -> pd.DataFrame:
+    """Return a typed copy of ``data`` in the trace schema, or raise TraceError.
+
+    ``row_base`` is added to a row's position in error messages (a CSV loader passes 2, so the
+    number is the file's line). ``max_gpus``, when given, rejects jobs larger than the cluster.
+    """
+    if len(data) == 0:
+        raise TraceError(source, None, None, "the trace has no jobs")
+    missing = [c for c in REQUIRED if c not in data.columns]
+    if missing:
+        raise TraceError(
+            source, None, missing[0], f"required column missing (have {list(data.columns)})"
+        )
+    df = data.reset_index(drop=True).copy()
+    for col, default in DEFAULTS.items():
+        if col not in df.columns:
+            df[col] = default
+    out = df.copy()
+
+    def check(column: str) -> _Check:
+        return _Check(column, source, row_base)
+
+    out["job_id"] = _ids(df, check("job_id"))
+    for col in ("user", "project", "kind"):
+        out[col] = _text(df, col)
+    check("kind").fail(df, ~out["kind"].isin(KINDS).to_numpy(), f"kind must be one of {KINDS}")
+    out["submit_s"] = _number(df, check("submit_s"), low=0.0, allow_inf=False)
+    out["duration_s"] = _number(df, check("duration_s"), low=0.0, allow_inf=False, strict=True)
+    out["gpus"] = _integer(df, check("gpus"), low=1)
+    out["min_runtime_s"] = _number(df, check("min_runtime_s"), low=0.0)
+    out["priority"] = _integer(df, check("priority"), low=None)
+    out["preemptible"] = _boolean(df, check("preemptible"))
+    out["checkpoint_s"] = _number(df, check("checkpoint_s"), low=0.0)
+    out["util"] = _number(df, check("util"), low=0.0, high=1.0, allow_inf=False)
+    out["patience_s"] = _number(df, check("patience_s"), low=0.0, strict=True)
+    if max_gpus is not None:
+        check("gpus").fail(
+            df,
+            (out["gpus"] > max_gpus).to_numpy(),
+            f"job larger than the cluster ({max_gpus} GPUs)",
+        )
+    return out[[*COLUMNS, *[c for c in df.columns if c not in COLUMNS]]]
+
+
+def _ids(df: pd.DataFrame, check: _Check) -> pd.Series:
+    ids = df["job_id"].astype(str).str.strip()
+    check.fail(df, (ids == "").to_numpy() | df["job_id"].isna().to_numpy(), "empty job id")
+    check.fail(df, ids.duplicated().to_numpy(), "duplicate job id")
+    return ids
+
+
+def _text(df: pd.DataFrame, col: str) -> pd.Series:
+    """A text column as Python strings, one object per distinct value: names repeat (a
+    million jobs of 150 users held a million copies of their names, about 50 bytes each)."""
+    text = df[col].fillna(DEFAULTS[col]).astype(str).str.strip()
+    codes, names = pd.factorize(text)  # (no missing values are left to code as -1)
+    return pd.Series(np.asarray(names, dtype=object)[codes], index=df.index, dtype=object)
+
+
+def _number(
+    df: pd.DataFrame,
+    check: _Check,
+    low: float,
+    high: float = np.inf,
+    allow_inf: bool = True,
+    strict: bool = False,
+) -> pd.Series:
+    raw = df[check.column]
+    values = pd.to_numeric(raw, errors="coerce").astype(float)
+    blank = raw.isna().to_numpy()
+    values = values.where(~blank, float(DEFAULTS.get(check.column, np.nan)))  # type: ignore[arg-type]
+    arr = values.to_numpy()
+    check.fail(df, np.isnan(arr), "not a number")
+    if not allow_inf:
+        check.fail(df, np.isinf(arr), "must be finite")
+    check.fail(
+        df, arr <= low if strict else arr < low, f"must be {'>' if strict else '>='} {low:g}"
+    )
+    check.fail(df, arr > high, f"must be <= {high:g}")
+    return values
+
+
+def _integer(df: pd.DataFrame, check: _Check, low: int | None) -> pd.Series:
+    values = _number(df, check, low=-np.inf, allow_inf=False)
+    arr = values.to_numpy()
+    check.fail(df, arr != np.round(arr), "must be a whole number")
+    if low is not None:
+        check.fail(df, arr < low, f"must be >= {low}")
+    return values.astype(np.int64)
+
+
+def _boolean(df: pd.DataFrame, check: _Check) -> pd.Series:
+    raw = df[check.column]
+    if pd.api.types.is_bool_dtype(raw):
+        return raw.astype(bool)
+    if pd.api.types.is_numeric_dtype(raw):  # 1/0, possibly read as floats because of blanks
+        raw = raw.map(lambda v: v if pd.isna(v) or v not in (0, 1) else str(int(v)))
+    text = raw.astype(str).str.strip().str.lower()
+    blank = raw.isna().to_numpy() | (text == "").to_numpy()
+    true, false = text.isin(_TRUE).to_numpy(), text.isin(_FALSE).to_numpy()
+    check.fail(df, ~(true | false | blank), "must be true or false")
+    return pd.Series(np.where(blank, bool(DEFAULTS[check.column]), true), index=df.index)

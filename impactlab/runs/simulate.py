@@ -1,0 +1,229 @@
+"""One entry point: ``simulate(config, trace, budgets) -> SimResult``."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any, Literal
+
+import pandas as pd
+
+from ..analysis.results import SimResult
+from ..base.config import PAIRINGS, RepairMode, SimConfig
+from ..base.params import ParamError
+from ..base.units import DAY_S
+from ..inputs.budget_io import check_projects
+from ..inputs.budgets import BudgetTree
+from ..inputs.overview import check_load
+from ..inputs.trace import TraceError
+from ..inputs.workload import Inputs, fit, prepare
+from ..policies import Policy, make_policy
+from ..sim.cluster import Cluster
+from ..sim.engine import Engine, Sessions, Timing
+from ..sim.events import events_frame, jobs_from_trace
+
+# The engine, the policy and simpy's processes refer to each other, so after a run they wait
+# for the collector's next full pass, which may come only after the metrics' peak. Above this
+# many jobs, ``simulate`` collects them at once (at 1,000,000 jobs they hold 300 MiB or more;
+# a full pass costs about half a second at 300,000 jobs, too much for a small run's slider).
+COLLECT_ABOVE_JOBS = 50_000
+
+log = logging.getLogger(__name__)
+
+#: The repair mode ``compare`` gives every run that sets none, when nodes fail. One mode for
+#: all, so that a difference in availability or human repairs comes from the schedulers and not
+#: from how nodes are mended; automatic, since it is the mode of every policy but legacy and of
+#: a cluster with health checks today. (A single ``simulate`` keeps the policy's own mode.)
+COMPARE_REPAIR: RepairMode = "automatic"
+
+#: Progress of a long run: a tqdm bar (True), a callback of the simulated time, or nothing.
+Progress = bool | Callable[[float], None] | None
+
+
+def simulate(
+    config: SimConfig | None = None,
+    trace: pd.DataFrame | None = None,
+    budgets: BudgetTree | None = None,
+    policy: Policy | None = None,
+    on_unknown_project: Literal["unallocated", "error"] | None = None,
+    *,
+    inputs: Inputs | None = None,
+    label: str = "",
+    progress: Progress = None,
+) -> SimResult:
+    """Replay a trace (or the synthetic workload of ``config``) under ``config.policy``.
+
+    The workload comes from ``config`` (generator knobs, or ``trace_path`` / ``budgets_path``);
+    ``trace`` (a DataFrame in the schema) and ``budgets`` override it, and ``inputs`` (from
+    ``impactlab.inputs.workload.prepare``) reuses one already built. ``policy`` overrides the
+    registered policy with an instance (a researcher's draft, or a test oracle);
+    ``config.policy`` then only names the run. Jobs whose project is not a leaf of the tree run
+    unallocated and are reported (log warning, ``SimResult.unknown_projects``), or raise a
+    BudgetError when ``on_unknown_project`` (default: ``config.unknown_projects``) is "error".
+    ``progress=True`` shows a tqdm bar in simulated days (a widget in Jupyter); a callable gets
+    the simulated time in seconds as the run goes.
+    """
+    config = config or SimConfig()
+    fresh = inputs is None
+    inputs = inputs or prepare(config, trace, budgets)
+    config = fit(config, inputs)
+    trace, tree = inputs.trace, inputs.tree
+    too_big = trace["gpus"] > config.gpus
+    if too_big.any():
+        row = int(too_big.to_numpy().argmax())
+        raise TraceError("trace", row, "gpus", f"job larger than the cluster ({config.gpus} GPUs)")
+    if fresh:  # compare warns once for all its runs
+        _check_load(config, inputs)
+    unknown = check_projects(trace, tree, on_unknown_project or config.unknown_projects)  # type: ignore[arg-type]
+    jobs = jobs_from_trace(trace, tree, config.gpus_per_node)
+    policy = policy or make_policy(config.policy, **config.policy_knobs)
+    engine = Engine(
+        jobs,
+        tree,
+        Cluster(config.nodes, config.gpus_per_node),
+        policy,
+        config.restart_overhead_s,
+        config.horizon_s,
+        config.health,
+        config.seed,
+        timing=Timing(config.cycle_s, config.startup_s, config.grace_s),
+        sessions=Sessions(
+            config.preempted_sessions,
+            config.session_resubmit_share,
+            config.session_resubmit_delay_s,
+        ),
+    )
+    began = time.perf_counter()
+    with _progress_of(progress, config, label or config.policy) as report:
+        event_log = engine.run(report)
+    wall = time.perf_counter() - began
+    log.info("%s: %d jobs, %d events in %.2f s", config.policy, len(jobs), len(event_log), wall)
+    result = SimResult(
+        config,
+        trace,
+        tree,
+        events_frame(event_log),
+        wall,
+        unknown_projects=unknown,
+        provenance=inputs.provenance,
+        label=label,
+    )
+    if len(jobs) > COLLECT_ABOVE_JOBS:
+        del engine, policy, jobs, event_log
+        gc.collect()
+    return result
+
+
+def compare(
+    config: SimConfig | None = None,
+    policies: str | Sequence[str] | Mapping[str, Mapping[str, Any]] = ("legacy", "impactful"),
+    trace: pd.DataFrame | None = None,
+    budgets: BudgetTree | None = None,
+    *,
+    inputs: Inputs | None = None,
+    progress: Progress = None,
+) -> list[SimResult]:
+    """Replay one workload under several policies (or variants), with one reporting window.
+
+    ``policies`` is a list of policy names, or a mapping from a label to parameter overrides
+    (``{"cap 4 h": {"policy": "impactful", "cap_hours": 4}}``; a label that names a policy
+    needs no "policy" key), or the name of a pairing (``PAIRINGS``: ``"ai2"``). The workload is
+    built once; each run's knobs are the config's, kept where the run's policy declares them.
+    With node failures, every run repairs nodes one way: the config's ``repair``, else
+    ``COMPARE_REPAIR``, unless a variant sets its own. Results come back in order, labelled.
+    ``inputs`` (from ``impactlab.inputs.workload.prepare``) reuses a workload already built;
+    ``progress`` is passed to each ``simulate``.
+    """
+    config = config or SimConfig()
+    inputs = inputs or prepare(config, trace, budgets)
+    config = fit(config, inputs)
+    _check_load(config, inputs)
+    runs = [
+        (label, config.with_params(_one_repair(config, changes)))
+        for label, changes in _variants(policies).items()
+    ]
+    warmup_days = _shared_warmup_days(config, [cfg for _, cfg in runs])
+    return [
+        simulate(
+            replace(cfg, warmup_days=warmup_days), inputs=inputs, label=label, progress=progress
+        )
+        for label, cfg in runs
+    ]
+
+
+def pairing(name: str) -> dict[str, dict[str, Any]]:
+    """The variants of a named pairing (``PAIRINGS``), for ``compare``."""
+    if name not in PAIRINGS:
+        raise ParamError(f"unknown pairing {name!r}; known: {', '.join(sorted(PAIRINGS))}")
+    return {label: dict(changes) for label, changes in PAIRINGS[name].items()}
+
+
+def _one_repair(config: SimConfig, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """A variant's overrides, with the shared repair mode unless it sets one (nodes failing)."""
+    if config.health.mtbf_hours is None or config.health.repair is not None or "repair" in changes:
+        return dict(changes)
+    return {**changes, "repair": COMPARE_REPAIR}
+
+
+def _check_load(config: SimConfig, inputs: Inputs) -> None:
+    """Warn when a replayed trace offers far more or less work than the cluster can take."""
+    if inputs.provenance.get("source") != "synthetic":
+        check_load(inputs.trace, config.gpus, config.gpus_per_node, config.horizon_s / DAY_S)
+
+
+def _shared_warmup_days(config: SimConfig, runs: list[SimConfig]) -> float:
+    """One reporting window for every run: the config's warm-up, or else the longest fair-share
+    window among the runs (7 days if none has one), at most half the run."""
+    if config.warmup_days is not None:
+        return config.warmup_days
+    windows = [cfg.knobs()["window_days"] for cfg in runs if "window_days" in cfg.knobs()]
+    return min(max(windows, default=7.0), config.days / 2)
+
+
+def _variants(
+    policies: Sequence[str] | Mapping[str, Mapping[str, Any]],
+) -> dict[str, dict[str, Any]]:
+    """Label -> parameter overrides; a plain name is a policy with its default knobs."""
+    if isinstance(policies, str):
+        if policies in PAIRINGS:
+            return pairing(policies)
+        raise TypeError(
+            f"policies is a list of names, a mapping of label -> overrides or a pairing "
+            f"({', '.join(sorted(PAIRINGS))}), not {policies!r}"
+        )
+    if not isinstance(policies, Mapping):
+        return {name: {"policy": name} for name in policies}
+    return {
+        label: {"policy": label, **changes} if "policy" not in changes else dict(changes)
+        for label, changes in policies.items()
+    }
+
+
+@contextmanager
+def _progress_of(
+    progress: Progress, config: SimConfig, name: str
+) -> Iterator[Callable[[float], None] | None]:
+    """The engine's progress callback for ``progress``; a tqdm bar is closed at the end."""
+    if not progress:
+        yield None
+        return
+    if callable(progress):
+        yield progress
+        return
+    from tqdm.auto import tqdm
+
+    bar = tqdm(
+        total=round(config.days, 2),
+        unit="day",
+        desc=name,
+        leave=False,
+        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:g} days [{elapsed}<{remaining}]",
+    )
+    try:
+        yield lambda t_s: bar.update(round(t_s / DAY_S - bar.n, 2))
+    finally:
+        bar.close()

@@ -1,0 +1,148 @@
+"""The policy protocol: policies decide, the engine acts (docs/model.md section 5).
+
+A policy is a small dataclass whose fields are its knobs. The engine calls it:
+
+* ``setup(ctx)`` once, with the static facts of the run (jobs, budget tree, cluster shape);
+* ``enqueue(j, now)`` when job ``j`` becomes pending (submitted, or requeued after a
+  preemption or failure), ``dequeue(j, now)`` when a pending job is withdrawn;
+* ``on_start(j, now)`` / ``on_stop(j, now)`` when a job starts or stops running, whoever
+  decided it (for usage accounting);
+* ``schedule(now, sched)`` whenever something changed. The pass reads the current state from
+  ``sched`` and makes decisions with ``sched.start(j, nodes)`` and ``sched.preempt(j, by, reason)``. The
+  engine validates every decision, applies it at once (so the next read sees it) and raises
+  ``PolicyError`` on an impossible one. A policy never mutates engine state otherwise. With a
+  preemption grace period, a victim's GPUs are free to the pass at once; a job started on them
+  holds them then and begins when they are released (its ``started_at`` is ahead of ``now``
+  until then, so it is not yet a victim).
+* ``protection_s(job)`` is the contract: for how long after an attempt starts the job may not
+  be preempted. The engine enforces it. ``start_note(j)``, asked right after it, is logged in
+  the start row's detail column (``impactful``: why an attempt that would be protected is not).
+
+A policy's knobs are its dataclass fields; declare each with ``impactlab.base.params.knob`` (default,
+type, help, unit, range) so that the CLI, the widgets and sweeps can offer and check it. To add
+a policy, write one file with a class like this and call
+``impactlab.register_policy("name", MyPolicy)``, or name it by its ``"module:Class"`` spec; the
+invariant tests cover every registered policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Protocol
+
+from ..base.params import check_fields
+from ..inputs.budgets import BudgetTree
+from .cluster import Cluster
+from .events import Job
+
+#: Why a victim was chosen, as policies log it after ``by=<job_id>; `` (``Scheduler.preempt``).
+BACKFILL_REASON = "unallocated backfill yields to funded work"
+RESERVE_REASON = "borrowed the interactive reserve (debug and interactive work reclaim it)"
+DRAIN_REASON = "on nodes draining for a large gang (unprotected work there yields to it)"
+#: The start note of an attempt left unprotected because it runs on nodes draining for a gang.
+DRAIN_NOTE = "unprotected: on nodes draining for job "
+
+
+class PolicyError(RuntimeError):
+    """A policy asked for something impossible (a bug in the policy)."""
+
+
+class Scheduler(Protocol):
+    """What a scheduling pass may read and do (implemented by the engine)."""
+
+    now: float
+    jobs: Sequence[Job]
+    cluster: Cluster  # read only: free GPUs per node and best-fit placement
+    pending: set[int]
+    running: set[int]
+    on_node: list[set[int]]  # running jobs per node
+    nodes: list[tuple[int, ...]]  # nodes of each running job
+    started_at: list[float]
+    shielded: list[bool]  # protected right now (cleared by the event that ends protection)
+    epoch: int  # changes whenever GPUs are freed or a protection ends
+    # The latest start (ahead of now for a start waiting for GPUs in a grace period): jobs
+    # starting at or after ``now`` are not yet victims.
+    last_start_s: float
+
+    def protected(self, j: int) -> bool:
+        """True while job ``j``'s current attempt is protected from preemption (``shielded[j]``)."""
+
+    def expected_end(self, j: int) -> float:
+        """When running job ``j`` will finish if nothing interrupts it."""
+
+    def work_left(self, j: int) -> float:
+        """Seconds pending job ``j`` needs once started (restart overhead included)."""
+
+    def start(self, j: int, nodes: tuple[int, ...]) -> None:
+        """Start pending job ``j`` on ``nodes``."""
+
+    def preempt(self, j: int, by: int, reason: str = "") -> None:
+        """Preempt running job ``j`` to make room for job ``by``; it is requeued. A short
+        ``reason`` (why this victim) is logged after ``by=<job_id>``."""
+
+    def wake_at(self, t: float) -> None:
+        """Ask for a scheduling pass at time ``t`` even if nothing else happens."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """Facts of a run, handed to ``Policy.setup``; ``view`` is the live (read-only) state."""
+
+    jobs: Sequence[Job]
+    tree: BudgetTree
+    capacity: int
+    gpus_per_node: int
+    view: Scheduler
+
+
+class Policy(Protocol):
+    """The protocol every policy implements (see the module docstring)."""
+
+    name: ClassVar[str]
+    repair: ClassVar[str]  # "automatic" or "manual": how failed nodes are repaired by default
+
+    def setup(self, ctx: Context) -> None: ...
+    def protection_s(self, job: Job) -> float: ...
+    def start_note(self, j: int) -> str: ...
+    def enqueue(self, j: int, now: float) -> None: ...
+    def dequeue(self, j: int, now: float) -> None: ...
+    def on_start(self, j: int, now: float) -> None: ...
+    def on_stop(self, j: int, now: float) -> None: ...
+    def schedule(self, now: float, sched: Scheduler) -> None: ...
+
+
+class BasePolicy:
+    """Do-nothing defaults for the optional hooks."""
+
+    name: ClassVar[str] = "base"
+    repair: ClassVar[str] = "automatic"  # how failed nodes are repaired unless the run says
+    ctx: Context
+
+    def __post_init__(self) -> None:
+        """Check every declared knob against its range (a dataclass calls this after init)."""
+        check_fields(self)
+
+    def setup(self, ctx: Context) -> None:
+        """Remember the run's static facts."""
+        self.ctx = ctx
+
+    def protection_s(self, job: Job) -> float:
+        """No protection contract by default."""
+        return 0.0
+
+    def start_note(self, j: int) -> str:
+        """Nothing to note on a start."""
+        return ""
+
+    def enqueue(self, j: int, now: float) -> None:
+        """Ignore: the pass can read ``sched.pending``."""
+
+    def dequeue(self, j: int, now: float) -> None:
+        """Ignore: the pass can read ``sched.pending``."""
+
+    def on_start(self, j: int, now: float) -> None:
+        """Ignore."""
+
+    def on_stop(self, j: int, now: float) -> None:
+        """Ignore."""
