@@ -21,7 +21,17 @@ _SOURCES = {
     "inputs.generator": ("generate",),
     "inputs.overview": ("Overview", "overview"),
     "base.params": ("Param", "ParamError", "knob"),
-    "policies": ("BasePolicy", "Context", "Policy", "PolicyError", "Scheduler", "make_policy"),
+    "policies": (
+        "Attempt",
+        "BasePolicy",
+        "Context",
+        "Explainer",
+        "Job",
+        "Policy",
+        "PolicyError",
+        "Scheduler",
+        "make_policy",
+    ),
     "base.registry": ("REGISTRY", "policy_names", "register_policy"),
     "analysis.results": ("SimResult", "metrics_frame"),
     "inputs.scenario": ("load_scenario",),
@@ -64,6 +74,16 @@ if TYPE_CHECKING:  # what type checkers and IDEs read; at run time, __getattr__ 
     from .inputs.trace import TraceError, validate_trace
     from .inputs.traces import LoadReport, load_trace
     from .inputs.workload import Inputs, prepare
-    from .policies import BasePolicy, Context, Policy, PolicyError, Scheduler, make_policy
+    from .policies import (
+        Attempt,
+        BasePolicy,
+        Context,
+        Explainer,
+        Job,
+        Policy,
+        PolicyError,
+        Scheduler,
+        make_policy,
+    )
     from .runs.simulate import PAIRINGS, compare, pairing, simulate
     from .runs.sweep import load_sweep, summarise_sweep, sweep

@@ -357,6 +357,47 @@ def test_stories_follow_the_log_on_a_synthetic_day(policy):
     )
 
 
+# ----- a plug-in policy: stories through the protocol, with no change in the package -------------
+PLUGIN = "plugin_policy:NewestYields"  # tests/plugin_policy.py: preempts, has a contract
+
+
+def test_a_plugin_policy_gets_stories_of_its_contract_and_its_preemptions():
+    # One node. a runs from 0, protected for 1 h (its declared minimum runtime, under the
+    # policy's 2 h cap); b arrives at 10 s, waits for a's protection to end, then preempts it.
+    rows = [
+        job("a", 0, "p", duration_s=10 * HOUR_S, min_runtime_s=HOUR_S),
+        job("b", 10, "p", duration_s=10 * HOUR_S, min_runtime_s=HOUR_S),
+    ]
+    result = run_tiny(rows, policy=PLUGIN, gpus=8, horizon_s=1.5 * HOUR_S)
+    b, a = result.explain("b"), result.explain("a")
+    assert kinds(b) == ["submit", "wait", "start", "running"]
+    assert "protected until 1.00 h" in why(b.steps[1], Reason.PROTECTED)
+    assert b.steps[2].text == "started on node 0; protected until 2.00 h"
+    assert kinds(a) == ["submit", "start", "preempt", "requeue", "wait"]
+    assert a.steps[1].text == "started on node 0; protected until 1.00 h"
+    assert a.steps[2].text.endswith(": the newest unprotected attempt on the node yields")
+    assert "protected until 2.00 h" in why(a.steps[4], Reason.PROTECTED)
+
+
+def test_a_plugin_policy_says_in_its_own_words_why_it_spared_jobs_and_never_preempts_for_gangs():
+    # Two nodes of 8. Each holds a protected 6-GPU job and an unprotected 2-GPU one: freeing
+    # the unprotected ones makes no 8-GPU room on either node; a 16-GPU gang never preempts.
+    rows = [
+        job("p1", 0, "p", gpus=6, duration_s=9 * HOUR_S, min_runtime_s=5 * HOUR_S),
+        job("p2", 1, "p", gpus=6, duration_s=9 * HOUR_S, min_runtime_s=5 * HOUR_S),
+        job("u1", 2, "p", gpus=2, duration_s=9 * HOUR_S),
+        job("u2", 3, "p", gpus=2, duration_s=9 * HOUR_S),
+        job("z", 4, "p", gpus=8),
+        job("gang", 5, "p", gpus=16),
+    ]
+    result = run_tiny(rows, policy=PLUGIN, gpus=16, horizon_s=2 * HOUR_S)
+    wait = waits(result.explain("z"))[0]
+    assert wait.why[-1].reason == "one_node" and wait.why[-1].text.startswith("2 unprotected")
+    assert why(waits(result.explain("gang"))[0], Reason.NO_PREEMPTION) == (
+        "a gang never preempts under newest-yields: it waits for whole free nodes"
+    )
+
+
 # ----- CLI and Explorer ----------------------------------------------------------------------------
 def test_cli_explain_tells_a_preempted_jobs_story(tmp_path, capsys):
     out = tmp_path / "run"

@@ -130,8 +130,8 @@ def test_interactive_sessions_can_be_protected_longer_than_other_work():
     tree = BudgetTree.flat({"p": 1})
     s, t = jobs_from_trace(trace, tree, 8)
     policy = Impactful(cap_hours=8.0, cap_hours_interactive=24.0)
-    assert (policy.protection_s(s), policy.protection_s(t)) == (20 * H, 8 * H)
-    assert Impactful(cap_hours=8.0).protection_s(s) == 8 * H  # none: the common cap
+    assert (policy.contract_of(s), policy.contract_of(t)) == (20 * H, 8 * H)
+    assert Impactful(cap_hours=8.0).contract_of(s) == 8 * H  # none: the common cap
 
 
 def test_the_cli_reports_killed_sessions_in_json_and_in_the_table(capsys):

@@ -9,19 +9,20 @@ jobs started while this one waited. Each wait gets the reasons the replay suppor
 * ``behind``: jobs that started while it waited, by project (the policy ranked them first);
 * ``protected``: running jobs it could not preempt (contract, opt-out), and when the first
   protection ended;
-* ``priority`` (legacy): running preemptible jobs it could not preempt, being of its priority
-  or higher;
-* ``fair_share`` (impactful): unprotected funded jobs it did not preempt: of its own project
-  (never its victims), too large to break up (``max_victim_ratio``), or on sides no more
-  over-served than its own (the no-ping-pong rule); a gang also searches only at refreshes;
-* ``reserve``: the interactive reserve, which a job that is neither debug nor interactive may
-  use when free but not clear by preemption;
+* the policy's own reasons for sparing running jobs that were unprotected: ``priority``
+  (legacy: of its priority or higher), ``fair_share`` (impactful: of its own project, too large
+  to break up, or on sides no more over-served than its own; a gang searches only at
+  refreshes), ``reserve`` (impactful's interactive reserve, which other funded work may use
+  when free but not clear), or a plug-in policy's own;
 * ``no_preemption``: the policy (or the job's standing under it) never preempts for it;
 * ``cycle``: the scheduler decides only every ``cycle_s``: the part of the wait until its next
   decision;
 * ``grace``: the jobs it preempted kept their GPUs through their grace period (``grace_s``).
 
-A preemption's reason is the one the policy logged (``by=<job_id>; <reason>``). The replay
+What depends on the policy (how long an attempt was protected, whether it preempts for a
+job, why it spared a job) is asked of the policy's ``Explainer`` (``Policy.explainer``,
+``impactlab.sim.policy``), so a plug-in policy's jobs get stories too. A preemption's reason is
+the one the policy logged (``by=<job_id>; <reason>``). The replay
 counts what a pass could see; it does not rerun the policy, so it states facts that explain a
 wait, not the policy's every consideration (a backfill reservation, for one, leaves no trace).
 """
@@ -39,14 +40,11 @@ import numpy as np
 import pandas as pd
 
 from ..base.config import SimConfig
-from ..base.units import HOUR_S
+from ..base.units import HOUR_S, hours, plural, span
 from ..inputs.budgets import BudgetTree
-from ..policies import Policy, make_policy
-from ..policies.fair import BOOSTED_KINDS
-from ..policies.impactful import Impactful
-from ..policies.legacy import Legacy
+from ..policies import make_policy
 from ..sim.events import Ev, Job, jobs_from_trace, preempt_reason, preemptor
-from ..sim.policy import DRAIN_NOTE
+from ..sim.policy import Explainer
 
 # Event names as plain strings (an enum's ``.value`` is a Python call on every row replayed).
 SUBMIT, START, PREEMPT, REQUEUE, FINISH, FAIL, WITHDRAW, NODE_DOWN, NODE_UP, KILL, RESUBMIT = (
@@ -67,13 +65,17 @@ SUBMIT, START, PREEMPT, REQUEUE, FINISH, FAIL, WITHDRAW, NODE_DOWN, NODE_UP, KIL
 STOPS = frozenset({FINISH, FAIL, REQUEUE, KILL})
 
 
-class SimResult(Protocol):
+class LoggedRun(Protocol):
     """What a story is told from (``impactlab.analysis.results.SimResult`` is one)."""
 
-    config: SimConfig
-    trace: pd.DataFrame
-    tree: BudgetTree
-    events: pd.DataFrame
+    @property
+    def config(self) -> SimConfig: ...
+    @property
+    def trace(self) -> pd.DataFrame: ...
+    @property
+    def tree(self) -> BudgetTree: ...
+    @property
+    def events(self) -> pd.DataFrame: ...
 
     @property
     def jobs(self) -> pd.DataFrame:
@@ -99,7 +101,7 @@ class Reason(StrEnum):
 class Why:
     """One reason for a wait, in words."""
 
-    reason: Reason
+    reason: Reason | str  # a plug-in policy may name its own reasons
     text: str
 
 
@@ -138,7 +140,7 @@ class Story:
         ]
         return pd.DataFrame(rows, columns=["t_h", "kind", "text"])
 
-    def reasons(self) -> list[Reason]:
+    def reasons(self) -> list[Reason | str]:
         """Every wait reason of the story, in order."""
         return [why.reason for step in self.steps for why in step.why]
 
@@ -148,20 +150,6 @@ class ExplainError(KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0])
-
-
-def hours(t_s: float) -> str:
-    """A time as hours from the start of the run."""
-    return f"{t_s / HOUR_S:.2f} h"
-
-
-def span(seconds: float) -> str:
-    """A duration in words: seconds, minutes or hours."""
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 2 * HOUR_S:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / HOUR_S:.1f} h"
 
 
 # ----- the replay ------------------------------------------------------------------------------
@@ -206,13 +194,13 @@ def node_list(nodes: str) -> tuple[int, ...]:
 class Replay:
     """Walks the event log once, keeping the occupancy (``Occupancy``) up to date."""
 
-    def __init__(self, result: SimResult, jobs: dict[str, Job], protection: Protection):
+    def __init__(self, result: LoggedRun, jobs: dict[str, Job], policy: Explainer):
         c = result.config
         self.state = Occupancy(c.gpus_per_node, [c.gpus_per_node] * c.nodes)
         self.rows = list(
             result.events[["t_s", "event", "job_id", "nodes", "detail"]].itertuples(index=False)
         )
-        self.jobs, self.protection, self.pos = jobs, protection, 0
+        self.jobs, self.policy, self.pos = jobs, policy, 0
         self.cycle_s, self.grace_s = c.cycle_s, c.grace_s
         kills = result.events[result.events["event"] == KILL]
         self.lost_at = dict(zip(zip(kills["job_id"], kills["t_s"]), kills["lost_s"]))
@@ -231,7 +219,9 @@ class Replay:
             job, where = self.jobs[job_id], node_list(nodes)
             for n in where:
                 state.free[n] -= job.per_node
-            state.running[job_id] = Attempt(job, where, t + self.protection(job, where, detail))
+            state.running[job_id] = Attempt(
+                job, where, t + self.policy.protection_s(job, where, detail)
+            )
         elif event in STOPS:
             attempt = state.running.pop(
                 job_id, None
@@ -245,53 +235,20 @@ class Replay:
             state.down.discard(int(nodes))
 
 
-class Protection:
-    """For how long an attempt is protected, by the run's policy's contract."""
-
-    def __init__(self, result: SimResult):
-        self.policy: Policy = make_policy(result.config.policy, **result.config.policy_knobs)
-        nodes = result.config.nodes
-        sized = getattr(self.policy, "reserved_nodes", None)
-        self.reserve = frozenset(range(nodes - sized(nodes), nodes)) if sized else frozenset()
-        self.off_reserve = nodes - len(self.reserve)
-
-    def __call__(self, job: Job, nodes: tuple[int, ...], detail: str = "") -> float:
-        """Seconds the attempt of ``job`` on ``nodes`` (its start row's ``detail``) is protected
-        (impactful: none for a borrower of the reserve, as ``Impactful.borrows`` says, nor for
-        a start on nodes draining for a gang, as its start note says)."""
-        if self.borrows(job, nodes) or detail.startswith(DRAIN_NOTE):
-            return 0.0
-        return self.policy.protection_s(job)  # a policy's contract reads the job only
-
-    def borrows(self, job: Job, nodes: tuple[int, ...]) -> bool:
-        """Funded ``job``, not debug/interactive, fits off the reserve yet runs partly on it."""
-        return (
-            bool(self.reserve)
-            and job.funded
-            and job.n_nodes <= self.off_reserve
-            and not self.reserve.isdisjoint(nodes)
-            and not self.boosted(job)
-        )
-
-    def boosted(self, job: Job) -> bool:
-        """A debug/interactive job under a policy that boosts them."""
-        return bool(getattr(self.policy, "boost", False)) and job.kind in BOOSTED_KINDS
-
-    def preempts_for(self, job: Job) -> bool:
-        """Whether the policy ever preempts for ``job`` (impactful: funded jobs only)."""
-        return isinstance(self.policy, Legacy) or (
-            isinstance(self.policy, Impactful) and job.funded
-        )
+def explainer(result: LoggedRun) -> Explainer:
+    """The run's policy's answers to a story's questions (``Policy.explainer``)."""
+    policy = make_policy(result.config.policy, **result.config.policy_knobs)
+    return policy.explainer(result.config.nodes)
 
 
-def protection_ends(result: SimResult, records: Sequence[Job]) -> np.ndarray:
+def protection_ends(result: LoggedRun, records: Sequence[Job]) -> np.ndarray:
     """When the contract of each attempt ends, per ``start`` row of the log in order (its start
-    where it had none), by the run's policy (``Protection``); ``records``: the run's job records."""
-    protection, jobs = Protection(result), {job.job_id: job for job in records}
+    where it had none), by the run's policy (``explainer``); ``records``: the run's job records."""
+    policy, jobs = explainer(result), {job.job_id: job for job in records}
     starts = result.events[result.events["event"] == START]
     return np.array(
         [
-            t + protection(jobs[j], node_list(nodes), detail)
+            t + policy.protection_s(jobs[j], node_list(nodes), detail)
             for t, j, nodes, detail in zip(
                 starts["t_s"], starts["job_id"], starts["nodes"], starts["detail"]
             )
@@ -301,7 +258,7 @@ def protection_ends(result: SimResult, records: Sequence[Job]) -> np.ndarray:
 
 
 # ----- the story -------------------------------------------------------------------------------
-def explain(result: SimResult, job_id: str, records: Sequence[Job] | None = None) -> Story:
+def explain(result: LoggedRun, job_id: str, records: Sequence[Job] | None = None) -> Story:
     """The story of ``job_id`` in ``result``: its steps, each wait with its reasons
     (``records``: the run's job records, if already built)."""
     records = records or jobs_from_trace(result.trace, result.tree, result.config.gpus_per_node)
@@ -309,7 +266,7 @@ def explain(result: SimResult, job_id: str, records: Sequence[Job] | None = None
     if job_id not in jobs:
         raise ExplainError(f"no job {job_id!r} in this run ({len(jobs)} jobs)")
     job = jobs[job_id]
-    replay = Replay(result, jobs, Protection(result))
+    replay = Replay(result, jobs, explainer(result))
     steps: list[Step] = []
     waiting_since: int | None = None
     for p in np.flatnonzero(result.events["job_id"].to_numpy() == job_id).tolist():
@@ -354,16 +311,14 @@ def _event_step(
 ) -> Step:
     if event == START:
         where = node_list(nodes)
-        until = t + replay.protection(job, where, detail)
+        until = t + replay.policy.protection_s(job, where, detail)
         text = f"started on node{'s' if len(where) > 1 else ''} {nodes}"
         if math.isinf(until):
             text += "; never preempted (it opted out)"
         elif until > t:
             text += f"; protected until {hours(until)}"
-        elif replay.protection.borrows(job, where):
-            text += "; unprotected: it borrows the interactive reserve"
-        elif detail.startswith(DRAIN_NOTE):
-            text += f"; unprotected: it runs on nodes draining for job {detail[len(DRAIN_NOTE) :]}, which reclaims them"
+        elif because := replay.policy.unprotected_because(job, where, detail):
+            text += f"; unprotected: {because}"
         return Step(t, event, text)
     if event == PREEMPT:
         by = jobs.get(preemptor(detail))
@@ -398,9 +353,7 @@ def _wait(job: Job, replay: Replay, begin: int, end: int, horizon_s: float | Non
             _no_room(job, walk, t1 - t0, replay),
             _behind(walk.ahead),
             _protected(job, walk.protected(t0), replay),
-            _priority(job, walk, t0, replay),
-            _fair_share(job, walk, t0, replay),
-            _reserve(job, replay),
+            *_spared(job, walk, t0, replay),
             _no_preemption(job, replay),
             _cycle(replay, t0, t1),
             _grace(job, replay, t0, t1),
@@ -504,13 +457,8 @@ def projects_of(jobs: list[Job]) -> str:
     return f"project{plural(len(counts))} {named}{more}"
 
 
-def plural(n: int) -> str:
-    """ "s" unless ``n`` is one."""
-    return "" if n == 1 else "s"
-
-
 def _protected(job: Job, protected: list[Attempt], replay: Replay) -> Why | None:
-    if not protected or not replay.protection.preempts_for(job):
+    if not protected or not replay.policy.preempts_for(job):
         return None
     gpus = sum(a.job.held for a in protected)
     ends = [a.protected_until_s for a in protected if not math.isinf(a.protected_until_s)]
@@ -532,98 +480,30 @@ def _protected(job: Job, protected: list[Attempt], replay: Replay) -> Why | None
     )
 
 
-def _priority(job: Job, walk: Walk, t0: float, replay: Replay) -> Why | None:
-    """legacy: running preemptible jobs of the same priority or higher are no victims."""
-    if not isinstance(replay.protection.policy, Legacy):
-        return None
-    peers = [
-        a for a in walk.running if a.protected_until_s <= t0 and a.job.priority >= job.priority
-    ]
-    if not peers:
-        return None
-    gpus = sum(a.job.held for a in peers)
-    return Why(
-        Reason.PRIORITY,
-        f"{len(peers)} preemptible running job{plural(len(peers))} holding {gpus} GPUs "
-        f"had priority {job.priority} or higher: legacy preempts only lower priorities",
-    )
-
-
-def _fair_share(job: Job, walk: Walk, t0: float, replay: Replay) -> Why | None:
-    """impactful: unprotected funded jobs that were no victims of this one, and why not."""
-    policy = replay.protection.policy
-    if not (isinstance(policy, Impactful) and job.funded) or walk.block >= _need(job):
-        return None
-    free = [
-        a.job
-        for a in walk.running
-        if a.protected_until_s <= t0
-        and a.job.funded
-        and not (replay.protection.boosted(job) and replay.protection.borrows(a.job, a.nodes))
-    ]
-    if not free:
-        return None
-    own = [v for v in free if v.leaf == job.leaf]
-    large = [v for v in free if v.leaf != job.leaf and v.held > policy.max_victim_ratio * job.held]
-    rest = len(free) - len(own) - len(large)
-    parts = [f"{len(own)} of its own project (never its victims)"] if own else []
-    if large:
-        parts.append(
-            f"{len(large)} too large to break up for it (max_victim_ratio {policy.max_victim_ratio:g})"
-        )
-    if rest:
-        parts.append(
-            f"{rest} on {'a side' if rest == 1 else 'sides'} no more over-served than its own (the "
-            "no-ping-pong rule), or not where freeing them would make room"
-        )
-    gang = (
-        f"; a gang looks for victims only at ranking refreshes (every {span(policy.refresh_s)})"
-        if job.n_nodes > 1 and not policy.gangs_preempt_every_pass
-        else ""
-    )
-    gpus = sum(v.held for v in free)
-    n = len(free)
-    return Why(
-        Reason.FAIR_SHARE,
-        f"{n} unprotected funded job{plural(n)} holding {gpus} GPUs "
-        f"{'was' if n == 1 else 'were'} not preempted for it: {'; '.join(parts)}{gang}",
-    )
-
-
 def _need(job: Job) -> int:
     """The block a job needs: whole nodes for a gang, else GPUs on one node."""
     return job.n_nodes if job.n_nodes > 1 else job.gpus
 
 
-def _reserve(job: Job, replay: Replay) -> Why | None:
-    protection = replay.protection
-    reserve = protection.reserve
-    if (
-        not reserve
-        or not job.funded
-        or protection.boosted(job)
-        or job.n_nodes > protection.off_reserve
-    ):
-        return None
-    nodes = (
-        f"node {min(reserve)} is"
-        if len(reserve) == 1
-        else f"nodes {min(reserve)}-{max(reserve)} are"
-    )
-    return Why(
-        Reason.RESERVE,
-        f"{nodes} the interactive reserve, held for debug and interactive work: it may "
-        "use them when free, but may not preempt there",
-    )
+def _spared(job: Job, walk: Walk, t0: float, replay: Replay) -> list[Why]:
+    """The policy's own reasons for sparing the running jobs that were unprotected when the
+    wait began (legacy: priorities; impactful: fair share and the reserve)."""
+    unprotected = [(a.job, a.nodes) for a in walk.running if a.protected_until_s <= t0]
+    had_room = walk.block >= _need(job)
+    return [
+        Why(_reason(kind), text) for kind, text in replay.policy.spared(job, unprotected, had_room)
+    ]
+
+
+def _reason(kind: str) -> Reason | str:
+    """A known reason as its ``Reason``; a plug-in policy's own kind as it named it."""
+    return Reason(kind) if kind in Reason.__members__.values() else kind
 
 
 def _no_preemption(job: Job, replay: Replay) -> Why | None:
-    if replay.protection.preempts_for(job):
+    if replay.policy.preempts_for(job):
         return None
-    name = replay.protection.policy.name
-    if name == "impactful":
-        return Why(Reason.NO_PREEMPTION, "unallocated work only backfills: it never preempts")
-    return Why(Reason.NO_PREEMPTION, f"{name} never preempts: it waits for room")
+    return Why(Reason.NO_PREEMPTION, replay.policy.no_preemption(job))
 
 
 # ----- a table to pick a job from ---------------------------------------------------------------
@@ -665,7 +545,7 @@ def detail_loss(replay: Replay, t: float, job: Job) -> float:
     return replay.lost_at.get((job.job_id, t), 0.0)
 
 
-def story_choices(result: SimResult, limit: int = 200) -> pd.DataFrame:
+def story_choices(result: LoggedRun, limit: int = 200) -> pd.DataFrame:
     """The jobs most worth a question, for a picker: the most preempted, then the longest
     waiting first (job_id, kind, gpus, project, wait_h, preempts, state), at most ``limit``."""
     jobs = result.jobs

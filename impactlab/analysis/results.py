@@ -106,7 +106,7 @@ class SimResult:
         return Window(self.config.warmup_s, self.config.horizon_s, self.config.gpus)
 
     @cached_property
-    def _derived(self) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+    def _derived(self) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
         derived = summarise(
             self.events,
             self.trace,
@@ -119,8 +119,9 @@ class SimResult:
         )
         head = derived[0]
         knobs = frozenset(p.name for p in policy_params(self.config.policy))
-        head["warnings"] = [f.message for f in findings(head, self.run, knobs)]
-        for message in head["warnings"] if self.log_warnings else ():
+        warnings = [f.message for f in findings(head, self.run, knobs)]
+        head["warnings"] = warnings
+        for message in warnings if self.log_warnings else ():
             log.warning("%s", message)
         return derived
 

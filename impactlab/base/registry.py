@@ -48,7 +48,7 @@ def policy_names() -> list[str]:
     return list(_registered)
 
 
-def policy_class(name: str) -> type:
+def policy_class(name: str) -> type[Any]:
     """The class a policy name or ``"module:Class"`` spec stands for."""
     target = _registered.get(name)
     if target is None and ":" not in name:

@@ -10,7 +10,22 @@ from typing import Any
 
 from ..base.params import ParamError
 from ..base.registry import REGISTRY, check_knobs, policy_class, register_policy
-from ..sim.policy import BasePolicy, Context, Policy, PolicyError, Scheduler
+from ..sim.events import Job
+from ..sim.policy import Attempt, BasePolicy, Context, Explainer, Policy, PolicyError, Scheduler
+
+__all__ = [
+    "REGISTRY",
+    "Attempt",
+    "BasePolicy",
+    "Context",
+    "Explainer",
+    "Job",
+    "Policy",
+    "PolicyError",
+    "Scheduler",
+    "make_policy",
+    "register_policy",
+]
 
 
 def make_policy(name: str, **knobs: Any) -> Policy:

@@ -166,7 +166,7 @@ class FairQueues:
             self._listed.add(lane)
             if self._ranked is not None:
                 bisect.insort(self._lanes, (self._position(lane), queue), key=itemgetter(0))
-        return queue.push(j, self.jobs[j].gpus, (j,))  # type: ignore[arg-type]
+        return queue.push(j, self.jobs[j].gpus, (j,))
 
     def unstick(self, j: int) -> None:
         """Have job ``j``'s lane scanned at the next pass even if the state did not change."""
@@ -236,7 +236,7 @@ class FairQueues:
             if (
                 stuck is not None
                 and stuck[0] == state
-                and (stuck[1] is None or stuck[1] == searches.refreshes)
+                and (stuck[1] is None or (searches is not None and stuck[1] == searches.refreshes))
                 and (stuck[2] is None or stuck[2] == sched.now)
             ):
                 continue

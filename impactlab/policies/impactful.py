@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from itertools import chain
 from typing import ClassVar
 
 from ..base.params import knob
-from ..base.units import DAY_S
+from ..base.units import DAY_S, plural, span
 from ..sim.events import Job
 from ..sim.policy import (
     BACKFILL_REASON,
     DRAIN_NOTE,
     DRAIN_REASON,
     RESERVE_REASON,
+    Attempt,
     Context,
+    Explainer,
     Scheduler,
 )
 from .fair import BOOSTED_KINDS
@@ -235,40 +237,38 @@ class Impactful(FairShare):
         return min(math.ceil(round(self.interactive_reserve * nodes, 9)), nodes - 1)
 
     def borrows(self, job: Job, nodes: tuple[int, ...]) -> bool:
-        """Whether funded ``job`` on ``nodes`` borrows the reserve: it is not debug/interactive,
-        fits outside the reserve, and runs partly on it."""
-        return (
-            job.funded
-            and job.n_nodes <= self.off_reserve
-            and not self.reserve.isdisjoint(nodes)
-            and not (self.boost and job.kind in BOOSTED_KINDS)
-        )
+        """Whether funded ``job`` on ``nodes`` borrows the reserve (``borrows_reserve``)."""
+        return borrows_reserve(job, nodes, self.reserve, self.off_reserve, self.boost)
 
     def holds_for_s(self, sched: Scheduler, j: int) -> float:
         """How long pending job ``j`` would keep its nodes from a reserved gang if started now:
         until it ends or its contract ends, whichever is sooner."""
-        job = sched.jobs[j]
-        contract = min(job.min_runtime_s, self.cap_s(job))
-        if not job.funded and not self.protect_unallocated:
-            contract = 0.0
-        return min(sched.work_left(j), contract)
+        return min(sched.work_left(j), self.contract_of(sched.jobs[j]))
 
     def release_s(self, sched: Scheduler, j: int) -> float:
         """When running job ``j`` gives its nodes to a reserved gang: when it ends or may be
         preempted, whichever is sooner."""
         return min(sched.expected_end(j), sched.started_at[j] + self.protection_s(sched.jobs[j]))
 
-    def protection_s(self, job: Job) -> float:
-        """The contract: min(declared minimum runtime, cap); none for unallocated by default."""
+    def contract_of(self, job: Job) -> float:
+        """The contract as the job declares it: min(declared minimum runtime, its kind's cap);
+        none for unallocated work unless ``protect_unallocated``."""
         if not job.funded and not self.protect_unallocated:
             return 0.0
-        if getattr(self, "reserve", None) and self.borrows(job, self.ctx.view.nodes[job.idx]):
-            return 0.0  # asked as the job starts, once it is placed: a borrower is unprotected
-        if getattr(self, "drain", None) is not None and self.drains(
-            job.idx, self.ctx.view.nodes[job.idx]
-        ):
-            return 0.0  # likewise on nodes draining for a gang
         return min(job.min_runtime_s, self.cap_s(job))
+
+    def protection_s(self, job: Job) -> float:
+        """The contract of an attempt, asked as it starts, once placed: none for a borrower of
+        the reserve, nor on nodes draining for a gang."""
+        contract = self.contract_of(job)
+        if contract <= 0:
+            return 0.0
+        nodes = self.ctx.view.nodes[job.idx]
+        if self.reserve and self.borrows(job, nodes):
+            return 0.0
+        if self.drain is not None and self.drains(job.idx, nodes):
+            return 0.0
+        return contract
 
     def start_note(self, j: int) -> str:
         """For a start that the drain leaves unprotected (it would have a contract otherwise),
@@ -276,11 +276,13 @@ class Impactful(FairShare):
         job, nodes = self.ctx.jobs[j], self.ctx.view.nodes[j]
         if not self.drains(j, nodes) or (self.reserve and self.borrows(job, nodes)):
             return ""
-        if (not job.funded and not self.protect_unallocated) or min(
-            job.min_runtime_s, self.cap_s(job)
-        ) <= 0:
+        if self.contract_of(job) <= 0 or self.drain is None:
             return ""
-        return DRAIN_NOTE + self.ctx.jobs[self.drain.holder].job_id  # type: ignore[union-attr]
+        return DRAIN_NOTE + self.ctx.jobs[self.drain.holder].job_id
+
+    def explainer(self, nodes: int) -> Explainer:
+        """Stories under impactful: the reserve, the contract, and fair share's victims."""
+        return ImpactfulExplainer(self, nodes)
 
     def cap_s(self, job: Job) -> float:
         """The protection cap of ``job``'s kind: ``cap_hours_interactive`` for sessions, if set."""
@@ -867,3 +869,130 @@ class Impactful(FairShare):
         return self.fair.no_better(
             mine, job.held - freed.get(mine, 0), theirs, -freed.get(theirs, 0) - extra
         )
+
+
+def borrows_reserve(
+    job: Job, nodes: tuple[int, ...], reserve: frozenset[int], off_reserve: int, boost: bool
+) -> bool:
+    """Whether funded ``job`` on ``nodes`` borrows the interactive ``reserve``: it is not
+    debug/interactive work under the boost, fits on the ``off_reserve`` nodes, and runs partly
+    on the reserve."""
+    return (
+        job.funded
+        and job.n_nodes <= off_reserve
+        and not reserve.isdisjoint(nodes)
+        and not (boost and job.kind in BOOSTED_KINDS)
+    )
+
+
+class ImpactfulExplainer(Explainer):
+    """impactful's answers to a story's questions: the contract (none for a borrower of the
+    reserve, nor on nodes draining for a gang), preemption for funded work only, and why
+    unprotected funded jobs were spared (own project, too large, no-ping-pong, the reserve)."""
+
+    policy: Impactful
+
+    def __init__(self, policy: Impactful, nodes: int):
+        super().__init__(policy, nodes)
+        self.reserve = frozenset(range(nodes - policy.reserved_nodes(nodes), nodes))
+        self.off_reserve = nodes - len(self.reserve)
+
+    def borrows(self, job: Job, nodes: tuple[int, ...]) -> bool:
+        """As the policy decides it, for this run's reserve."""
+        return borrows_reserve(job, nodes, self.reserve, self.off_reserve, self.policy.boost)
+
+    def boosted(self, job: Job) -> bool:
+        """Debug/interactive work under the boost."""
+        return self.policy.boost and job.kind in BOOSTED_KINDS
+
+    def protection_s(self, job: Job, nodes: tuple[int, ...], note: str) -> float:
+        """The contract, unless the attempt borrowed the reserve or a gang's draining nodes
+        (its start note says so)."""
+        if self.borrows(job, nodes) or note.startswith(DRAIN_NOTE):
+            return 0.0
+        return self.policy.contract_of(job)
+
+    def unprotected_because(self, job: Job, nodes: tuple[int, ...], note: str) -> str:
+        """A borrower of the reserve, or a start on nodes draining for a gang."""
+        if self.borrows(job, nodes):
+            return "it borrows the interactive reserve"
+        if note.startswith(DRAIN_NOTE):
+            holder = note[len(DRAIN_NOTE) :]
+            return f"it runs on nodes draining for job {holder}, which reclaims them"
+        return ""
+
+    def preempts_for(self, job: Job) -> bool:
+        """Funded work preempts; unallocated work only backfills."""
+        return job.funded
+
+    def no_preemption(self, job: Job) -> str:
+        """Unallocated work never preempts."""
+        return "unallocated work only backfills: it never preempts"
+
+    def spared(
+        self, job: Job, unprotected: Sequence[Attempt], had_room: bool
+    ) -> list[tuple[str, str]]:
+        """Fair share's reasons (when no block was free), then the reserve's."""
+        out = [] if had_room or not job.funded else self._fair_share(job, unprotected)
+        return out + self._reserve(job)
+
+    def _fair_share(self, job: Job, unprotected: Sequence[Attempt]) -> list[tuple[str, str]]:
+        """Unprotected funded jobs that were no victims of ``job``, and why not."""
+        policy = self.policy
+        free = [
+            other
+            for other, nodes in unprotected
+            if other.funded and not (self.boosted(job) and self.borrows(other, nodes))
+        ]
+        if not free:
+            return []
+        own = [v for v in free if v.leaf == job.leaf]
+        large = [
+            v for v in free if v.leaf != job.leaf and v.held > policy.max_victim_ratio * job.held
+        ]
+        rest = len(free) - len(own) - len(large)
+        parts = [f"{len(own)} of its own project (never its victims)"] if own else []
+        if large:
+            parts.append(
+                f"{len(large)} too large to break up for it (max_victim_ratio {policy.max_victim_ratio:g})"
+            )
+        if rest:
+            parts.append(
+                f"{rest} on {'a side' if rest == 1 else 'sides'} no more over-served than its own "
+                "(the no-ping-pong rule), or not where freeing them would make room"
+            )
+        gang = (
+            f"; a gang looks for victims only at ranking refreshes (every {span(policy.refresh_s)})"
+            if job.n_nodes > 1 and not policy.gangs_preempt_every_pass
+            else ""
+        )
+        gpus, n = sum(v.held for v in free), len(free)
+        return [
+            (
+                "fair_share",
+                (
+                    f"{n} unprotected funded job{plural(n)} holding {gpus} GPUs "
+                    f"{'was' if n == 1 else 'were'} not preempted for it: {'; '.join(parts)}{gang}"
+                ),
+            )
+        ]
+
+    def _reserve(self, job: Job) -> list[tuple[str, str]]:
+        """The reserve, which funded work that fits elsewhere may use but not clear."""
+        reserve = self.reserve
+        if not reserve or not job.funded or self.boosted(job) or job.n_nodes > self.off_reserve:
+            return []
+        nodes = (
+            f"node {min(reserve)} is"
+            if len(reserve) == 1
+            else f"nodes {min(reserve)}-{max(reserve)} are"
+        )
+        return [
+            (
+                "reserve",
+                (
+                    f"{nodes} the interactive reserve, held for debug and interactive work: it may "
+                    "use them when free, but may not preempt there"
+                ),
+            )
+        ]

@@ -4,12 +4,14 @@ preempt preemptible jobs of lower priority; opted-out jobs are never preempted (
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import ClassVar
 
+from ..base.units import plural
 from ..sim.events import Job
-from ..sim.policy import BasePolicy, Context, Scheduler
+from ..sim.policy import Attempt, BasePolicy, Context, Explainer, Scheduler
 from .queues import PassGate, Searches, SizeQueues, drain
 from .victims import choose_victims, could_fit, room_profile
 
@@ -42,6 +44,10 @@ class Legacy(BasePolicy):
     def protection_s(self, job: Job) -> float:
         """Jobs that opted out of preemption are never preempted; the rest have no contract."""
         return 0.0 if job.preemptible else math.inf
+
+    def explainer(self, nodes: int) -> Explainer:
+        """Stories under legacy: it preempts for anyone, lower priorities only."""
+        return LegacyExplainer(self, nodes)
 
     def enqueue(self, j: int, now: float) -> None:
         """A pending job joins the queue at its priority. It is news for the next pass only
@@ -121,3 +127,30 @@ class Legacy(BasePolicy):
         return (
             f"priority {sched.jobs[j].priority} over preemptible priority {sched.jobs[v].priority}"
         )
+
+
+class LegacyExplainer(Explainer):
+    """legacy's answers to a story's questions: it preempts for every job, but only running
+    preemptible jobs of a lower priority."""
+
+    def preempts_for(self, job: Job) -> bool:
+        """Any job may preempt lower priorities."""
+        return True
+
+    def spared(
+        self, job: Job, unprotected: Sequence[Attempt], had_room: bool
+    ) -> list[tuple[str, str]]:
+        """Running preemptible jobs of ``job``'s priority or higher are no victims of it."""
+        peers = [other for other, _ in unprotected if other.priority >= job.priority]
+        if not peers:
+            return []
+        gpus = sum(other.held for other in peers)
+        return [
+            (
+                "priority",
+                (
+                    f"{len(peers)} preemptible running job{plural(len(peers))} holding {gpus} GPUs "
+                    f"had priority {job.priority} or higher: legacy preempts only lower priorities"
+                ),
+            )
+        ]

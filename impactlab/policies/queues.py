@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, TypeVar
 
 from ..sim.policy import Scheduler
 from .reservation import NOTHING, Hold
@@ -203,13 +203,16 @@ def drain(
     _put_back(queue, aside)
 
 
+Name = TypeVar("Name", bound=Hashable)  # what a policy names its queues by
+
+
 def _put_back(queue: SizeQueues, aside: list[tuple[Key, int]]) -> None:
     for key, gpus in aside:
         queue.push(key[-1], gpus, key)
     aside.clear()
 
 
-def queue_for(queues: dict[Hashable, SizeQueues], name: Hashable) -> SizeQueues:
+def queue_for(queues: dict[Name, SizeQueues], name: Name) -> SizeQueues:
     """The queue called ``name``, created on first use."""
     queue = queues.get(name)
     if queue is None:

@@ -18,6 +18,12 @@ A policy is a small dataclass whose fields are its knobs. The engine calls it:
   be preempted. The engine enforces it. ``start_note(j)``, asked right after it, is logged in
   the start row's detail column (``impactful``: why an attempt that would be protected is not).
 
+* ``explainer(nodes)`` answers the questions a job's story asks after the run
+  (``impactlab.analysis.explain``), from the event log's facts alone: how long an attempt was
+  protected, whether the policy preempts for a job, and why it spared the unprotected running
+  jobs a waiting job could have displaced. ``Explainer``'s defaults fit a policy whose contract
+  reads the job alone and that never preempts; a policy with more to say returns a subclass.
+
 A policy's knobs are its dataclass fields; declare each with ``impactlab.base.params.knob`` (default,
 type, help, unit, range) so that the CLI, the widgets and sweeps can offer and check it. To add
 a policy, write one file with a class like this and call
@@ -110,6 +116,43 @@ class Policy(Protocol):
     def on_start(self, j: int, now: float) -> None: ...
     def on_stop(self, j: int, now: float) -> None: ...
     def schedule(self, now: float, sched: Scheduler) -> None: ...
+    def explainer(self, nodes: int) -> Explainer: ...
+
+
+#: A running attempt as a story sees it: the job and the nodes it runs on.
+Attempt = tuple[Job, tuple[int, ...]]
+
+
+class Explainer:
+    """What a job's story asks a policy about a run of ``nodes`` nodes, answered from the log's
+    facts (a story is told after the run, with no live state). The defaults fit a policy whose
+    contract reads the job alone (``protection_s``) and that never preempts."""
+
+    def __init__(self, policy: Policy | BasePolicy, nodes: int):
+        self.policy, self.nodes = policy, nodes
+
+    def protection_s(self, job: Job, nodes: tuple[int, ...], note: str) -> float:
+        """Seconds the attempt of ``job`` on ``nodes`` was protected (``note``: its start note)."""
+        return self.policy.protection_s(job)
+
+    def unprotected_because(self, job: Job, nodes: tuple[int, ...], note: str) -> str:
+        """Why an attempt that ``job``'s contract would protect was not, in words; "" if none."""
+        return ""
+
+    def preempts_for(self, job: Job) -> bool:
+        """Whether the policy ever preempts running jobs to make room for ``job``."""
+        return False
+
+    def no_preemption(self, job: Job) -> str:
+        """Why no running job is ever preempted for ``job`` (asked when ``preempts_for`` is not)."""
+        return f"{self.policy.name} never preempts: it waits for room"
+
+    def spared(
+        self, job: Job, unprotected: Sequence[Attempt], had_room: bool
+    ) -> list[tuple[str, str]]:
+        """Why none of the ``unprotected`` running attempts was preempted for waiting ``job``
+        (``had_room``: a block of its size was free), as (reason, words) pairs; none by default."""
+        return []
 
 
 class BasePolicy:
@@ -146,3 +189,7 @@ class BasePolicy:
 
     def on_stop(self, j: int, now: float) -> None:
         """Ignore."""
+
+    def explainer(self, nodes: int) -> Explainer:
+        """The default answers to a story's questions (``Explainer``)."""
+        return Explainer(self, nodes)
