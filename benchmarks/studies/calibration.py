@@ -1,6 +1,6 @@
 """Generated workload statistics against the calibration targets in docs/calibration.md, as Markdown.
 
-    python benchmarks/calibration.py [--gpus 256] [--days 14] [--seeds 0 1 2]
+    python benchmarks/studies/calibration.py [--gpus 256] [--days 14] [--seeds 0 1 2]
 
 The output is pasted into docs/calibration.md when the generator changes.
 """

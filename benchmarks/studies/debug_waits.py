@@ -1,8 +1,8 @@
 """Why debug jobs wait under ``impactful``: debug p90 by gang size, and what blocked each
 failed search for victims on behalf of a debug job.
 
-    python benchmarks/debug_waits.py                 # 88 GPUs, seeds 0-4
-    python benchmarks/debug_waits.py --gpus 256 --seeds 0
+    python benchmarks/studies/debug_waits.py  # 88 GPUs, seeds 0-4
+    python benchmarks/studies/debug_waits.py --gpus 256 --seeds 0
 
 A failed search is put in the first class that applies:
 

@@ -1,8 +1,8 @@
 """Where the owed GPU-hours that impactful does not deliver go: the shortfall against what
 funded work waited for, split by gang size, and what the waiting gangs sat beside.
 
-    python benchmarks/gang_shortfall.py                      # 1024 GPUs, seeds 0-2, demands 2 and 3
-    python benchmarks/gang_shortfall.py --gpus 256 --seeds 0 --variants impactful impactful+resv
+    python benchmarks/studies/gang_shortfall.py  # 1024 GPUs, seeds 0-2, demands 2 and 3
+    python benchmarks/studies/gang_shortfall.py --gpus 256 --seeds 0 --variants impactful impactful+resv
 
 Per run: impact; the shortfall (owed minus delivered up to owed, summed over projects) and the
 funded GPU-hours queued in the window (``gang_idle(min_gpus=1)``), both as shares of the

@@ -2,9 +2,9 @@
 sizes, seeds and demand levels, plus an all-funded overloaded trace (the numbers quoted in
 docs/calibration.md).
 
-    python benchmarks/scenarios.py                     # the full matrix (about half an hour)
-    python benchmarks/scenarios.py --quick             # 256 GPUs, seed 0, demand 2.5
-    python benchmarks/scenarios.py --gpus 256 --seeds 0 1 --demands 2 3 --variants impactful impactful+resv
+    python benchmarks/studies/scenarios.py          # the full matrix (about half an hour)
+    python benchmarks/studies/scenarios.py --quick  # 256 GPUs, seed 0, demand 2.5
+    python benchmarks/studies/scenarios.py --gpus 256 --seeds 0 1 --demands 2 3 --variants impactful impactful+resv
 
 Every variant replays the same trace in a row group. "largest gangs p90" is the p90 first-start
 wait (hours) of funded jobs of at least max(9, G/16) GPUs submitted in the reporting window.

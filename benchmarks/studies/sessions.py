@@ -1,7 +1,7 @@
 """Interactive sessions under impactful: what the 8 h cap costs them, and the what-ifs.
 
-    python benchmarks/sessions.py                    # 88 and 256 GPUs, seeds 0-2
-    python benchmarks/sessions.py --gpus 256 --seeds 0
+    python benchmarks/studies/sessions.py  # 88 and 256 GPUs, seeds 0-2
+    python benchmarks/studies/sessions.py --gpus 256 --seeds 0
 
 Each row is the mean over seeds of the same traces replayed under each variant: the rule for a
 preempted session (``preempted_sessions``: it ends, is restored whole, or is requeued and rerun
