@@ -104,7 +104,7 @@ class Impactful(FairShare):
     # Multi-node gangs look for victims only in the pass that refreshes the fair-share ranking
     # (every refresh_s), like the periodic preemption cycle of batch schedulers; smaller jobs
     # look at every event. Clearing whole nodes rarely becomes possible from one event to the
-    # next, and these searches were most of the scheduling time.
+    # next, so a gang's search at every event costs much and finds little.
     gangs_preempt_every_pass: bool = knob(
         False,
         bool,
@@ -116,10 +116,8 @@ class Impactful(FairShare):
     # debug/interactive job may preempt it at once (like unallocated backfill), so the reserve
     # never idles while work waits. A job larger than the nodes outside the reserve runs there
     # with its contract (else it could never run). Without a reserve, protected work can cover
-    # a small cluster and a debug job that needs a whole node waits for hours. (One node at
-    # 1024 GPUs instead of 4 measured no better beyond the noise of the seeds, and cost lost
-    # work on a public-trace shape: docs/calibration.md, "1024 GPUs over ten seeds, and the
-    # size of the interactive reserve".)
+    # a small cluster and a debug job that needs a whole node waits for hours. The default
+    # share was chosen by measurement (docs/design-choices.md).
     interactive_reserve: float = knob(
         0.03,
         float,
@@ -138,8 +136,8 @@ class Impactful(FairShare):
         "become preemptible before its reserved start",
     )
     # A gang of 256 GPUs needs 32 whole nodes free of protected work at once, which protection
-    # contracts ending at random times rarely give (docs/calibration.md, "Why impactful missed
-    # 0.95 at 1024 GPUs"). Draining nodes for it ends their protection without idling them.
+    # contracts ending at random times rarely give. Draining nodes for it ends their
+    # protection without idling them.
     drain_for_gangs: bool = knob(
         True,
         bool,
@@ -149,8 +147,7 @@ class Impactful(FairShare):
     )
     # A node that holds protected work cannot be cleared for a gang until that work ends, so a
     # single-node job that preempts unallocated work takes it there first, leaving the nodes that
-    # could be cleared whole to gangs (docs/calibration.md, "Preempting where gangs cannot go":
-    # impact +0.006 at 256 GPUs and +0.009 at 1024 over 20 seeds).
+    # could be cleared whole to gangs (docs/design-choices.md has what it gains).
     pack_victims: bool = knob(
         True,
         bool,
@@ -160,7 +157,7 @@ class Impactful(FairShare):
     )
     reserve_for_unallocated: ClassVar[bool] = False
     # Single-node jobs look for victims at every pass and rarely wait long; a reservation for
-    # them kept protected work off nodes for nothing (impact -0.01 at 256 GPUs).
+    # them kept protected work off nodes and lowered impact.
     reserve_for_gangs_only: ClassVar[bool] = True
     reserve_min_nodes: int = knob(
         8,
@@ -221,9 +218,8 @@ class Impactful(FairShare):
     def drains(self, j: int, nodes: tuple[int, ...]) -> bool:
         """Whether job ``j`` on ``nodes`` borrows nodes draining for a gang: a drain holds, ``j``
         is not its holder nor a debug job (with the boost), and runs partly on its nodes. (Debug
-        jobs are short; left unprotected there, they were preempted by fair share. Protected
-        interactive sessions there kept the nodes for hours: impact at 1024 GPUs, seed 4, 0.897
-        against 0.923.)"""
+        jobs are short, so they keep their protection there; protected interactive sessions
+        would keep the nodes from the gang for hours.)"""
         drain = self.drain
         if drain is None or drain.holder < 0 or j == drain.holder or drain.nodes.isdisjoint(nodes):
             return False
@@ -436,8 +432,7 @@ class Impactful(FairShare):
     ) -> list[int] | None:
         """The victims for single-node job ``j`` (None: no set makes room), as the walk of
         ``candidates`` would choose them, with the same side effects. Most searches are decided
-        without the full walk (they were a quarter of the engine's time on a public-trace shape:
-        benchmarks/README.md):
+        without the full walk, which is costly on long queues:
 
         * it cannot free room at all: none;
         * the first candidates (unallocated work and, for debug work, borrowers of the reserve)

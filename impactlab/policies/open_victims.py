@@ -1,7 +1,7 @@
 """An index of the running funded jobs that may be preempted now, per budget node and size.
 
-A victim search for a blocked job used to scan every running job at every pass (on public-
-trace shapes, hundreds of them, most protected or on the job's own side). With this index it
+Without it, a victim search for a blocked job would scan every running job at every pass
+(hundreds on a busy cluster, most protected or on the job's own side). With this index it
 visits only unprotected jobs under the other side of each fair-share split, of sizes it may
 break up, newest first; see ``Impactful.candidates``.
 """

@@ -11,8 +11,8 @@ reserved start (or at once, once that time has passed); otherwise it is placed e
 The plan is made when a job becomes the holder, and made again only when a running job stops
 before its release time (a failure, or a preemption in ``impactful``), since only then can
 room appear sooner than planned: starts that respect the plan do not move it, and a job that
-ends at its release does what the plan expected. (Replanning at every freed GPU was 4x slower
-at 1024 GPUs, for the same plans.) Running jobs are kept sorted by release time as they start
+ends at its release does what the plan expected, so replanning at every freed GPU would only
+cost time. Running jobs are kept sorted by release time as they start
 and stop, so planning never sorts them.
 """
 

@@ -75,7 +75,7 @@ def walk_one(
 ) -> list[int] | None:
     """``_walk`` for a single-node job of ``need`` GPUs: the first node with room wins (None:
     the candidates make room nowhere). It trims as ``_trim`` does, for one node, inline
-    (calling ``_trim`` costs 3% of an impactful run).
+    (a call per node here would cost a measurable share of an impactful run).
 
     ``room`` (free GPUs per node once the accepted victims are gone, for the nodes they touch)
     and ``accepted`` (in walk order), if given, are the state of a walk that went before and
