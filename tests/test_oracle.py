@@ -1,6 +1,6 @@
 """Fast, incremental policies log exactly what plain reference passes log (STYLE.md "Tests").
 
-``tests/oracle.py`` holds one sort-and-scan-everything pass per registered policy. Each test
+``impactlab/policies/reference.py`` holds one sort-and-scan-everything pass per registered policy. Each test
 replays one trace twice, once under the fast policy and once under its oracle, and asserts that
 the two event logs are identical row for row. Traces: the synthetic generator on small clusters
 (8 and 4 GPUs per node, so some gangs span nodes), seeded random traces full of multi-node gangs
@@ -18,15 +18,20 @@ from functools import cache
 from pathlib import Path
 
 import numpy as np
-import oracle
 import pandas as pd
 import pytest
 from helpers import INSTANT
-from oracle import ORACLES, FifoOracle, ImpactfulOracle, LegacyOracle
 from pandas.testing import assert_frame_equal
 
+import impactlab.policies.reference as spec
 from impactlab import REGISTRY, BudgetTree, GeneratorConfig, SimConfig, generate, simulate
 from impactlab.base.registry import BUILTIN
+from impactlab.policies.reference import (
+    REFERENCES,
+    FifoReference,
+    ImpactfulReference,
+    LegacyReference,
+)
 from impactlab.runs.simulate import SimResult
 from impactlab.sim.events import preemptor
 
@@ -191,7 +196,7 @@ def replay(
     config = SimConfig(
         policy=policy, gpus=gpus, gpus_per_node=per, days=days, policy_knobs=knobs, **(timing or {})
     )
-    instance = (ORACLES if reference else REGISTRY)[policy](**knobs)
+    instance = (REFERENCES if reference else REGISTRY)[policy](**knobs)
     return simulate(config, trace=trace, budgets=tree, policy=instance)
 
 
@@ -229,9 +234,9 @@ def assert_same_log(
 
 # ----- the registry is covered ---------------------------------------------------------------
 def test_every_registered_policy_has_an_oracle_and_is_compared():
-    assert set(ORACLES) == set(BUILTIN)
+    assert set(REFERENCES) == set(BUILTIN)
     assert {name for name, _ in VARIANTS} == set(BUILTIN)
-    for name, reference in ORACLES.items():
+    for name, reference in REFERENCES.items():
         assert issubclass(reference, REGISTRY[name]), f"{name}: the oracle must subclass it"
 
 
@@ -240,7 +245,7 @@ def test_oracle_implements_every_knob_of_its_policy(name):
     knobs = {f.name for f in dataclasses.fields(REGISTRY[name])}
     assert knobs == ORACLE_KNOBS[name], (
         f"{name} has knobs {sorted(knobs - ORACLE_KNOBS[name])} the oracle does not implement "
-        f"(or lost {sorted(ORACLE_KNOBS[name] - knobs)}): write the rule in tests/oracle.py first"
+        f"(or lost {sorted(ORACLE_KNOBS[name] - knobs)}): write the rule in impactlab/policies/reference.py first"
     )
 
 
@@ -491,7 +496,7 @@ def test_impactful_scan_restarts_after_a_preemption_so_a_job_passed_over_gets_th
 
 
 # ----- the harness can fail ------------------------------------------------------------------
-class OldestVictimFirst(LegacyOracle):
+class OldestVictimFirst(LegacyReference):
     """Wrong on purpose: legacy preempts the oldest lower-priority job first."""
 
     def victim_candidates(self, sched, j):
@@ -500,14 +505,14 @@ class OldestVictimFirst(LegacyOracle):
         return sorted(found, key=lambda v: (jobs[v].priority, self.order.seq[v]))
 
 
-class NoPingPongCheck(ImpactfulOracle):
+class NoPingPongCheck(ImpactfulReference):
     """Wrong on purpose: impactful accepts every eligible victim."""
 
     def no_ping_pong(self, sched, j):
         return lambda v, accepted: True
 
 
-class BackfillWithoutReservation(FifoOracle):
+class BackfillWithoutReservation(FifoReference):
     """Wrong on purpose: backfill ignores the head job's reservation."""
 
     @staticmethod
@@ -515,14 +520,14 @@ class BackfillWithoutReservation(FifoOracle):
         return INF, set()
 
 
-class ReservationIgnoresRunEnds(oracle.PlainHold):
+class ReservationIgnoresRunEnds(spec.PlainHold):
     """Wrong on purpose: every job but the holder is kept off the reserved nodes."""
 
     def keeps_off(self, sched, j, holds_s, closed):
         return super().keeps_off(sched, j, 0.0, True)
 
 
-class NewestVictimAnywhere(ImpactfulOracle):
+class NewestVictimAnywhere(ImpactfulReference):
     """Wrong on purpose: a single-node job takes the newest unallocated victims wherever they run."""
 
     def __post_init__(self):
@@ -544,16 +549,16 @@ def keep_every_victim_on_the_target(sched, accepted, target, need):
         (
             "impactful",
             {"max_victim_ratio": INF},
-            ImpactfulOracle,
+            ImpactfulReference,
             ("trim", keep_every_victim_on_the_target),
             1,
         ),
         ("fifo", {"backfill": True}, BackfillWithoutReservation, None, 1),
-        ("fairshare", {}, oracle.FairShareOracle, ("PlainHold", ReservationIgnoresRunEnds), 1),
+        ("fairshare", {}, spec.FairShareReference, ("PlainHold", ReservationIgnoresRunEnds), 1),
         (
             "impactful",
             {"backfill_reservation": True},
-            ImpactfulOracle,
+            ImpactfulReference,
             ("PlainHold", ReservationIgnoresRunEnds),
             1,
         ),
@@ -574,7 +579,7 @@ def test_a_wrong_pass_changes_the_log_so_the_comparison_can_fail(
     trace, tree = gang_trace(seed), gang_tree()
     right = replay(policy, knobs, trace, tree, GANG_GPUS, 8, GANG_DAYS, reference=True).events
     if patch is not None:
-        monkeypatch.setattr(oracle, *patch)
+        monkeypatch.setattr(spec, *patch)
     config = SimConfig(policy=policy, gpus=GANG_GPUS, days=GANG_DAYS, policy_knobs=knobs)
     bad = simulate(config, trace=trace, budgets=tree, policy=wrong(**knobs)).events
     assert not bad.equals(right)

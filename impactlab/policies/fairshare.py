@@ -1,4 +1,8 @@
-"""``fairshare``: Slurm-style Fair Tree on decayed usage, no preemption."""
+"""``fairshare``: Slurm-style Fair Tree on decayed usage, no preemption.
+
+The rule, written plainly, is ``reference.FairShareReference``; this pass makes the identical event log,
+faster (``tests/test_oracle.py`` replays traces under both).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""``fifo``: first come, first served with gangs; optional EASY backfill."""
+"""``fifo``: first come, first served with gangs; optional EASY backfill.
+
+The rule, written plainly, is ``reference.FifoReference``; this pass makes the identical event log,
+faster (``tests/test_oracle.py`` replays traces under both).
+"""
 
 from __future__ import annotations
 

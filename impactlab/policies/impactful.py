@@ -1,4 +1,8 @@
-"""``impactful``: Ai2's budgets, windowed fair share, protection contract and backfill."""
+"""``impactful``: Ai2's budgets, windowed fair share, protection contract and backfill.
+
+The rule, written plainly, is ``reference.ImpactfulReference``; this pass makes the identical event log,
+faster (``tests/test_oracle.py`` replays traces under both).
+"""
 
 from __future__ import annotations
 

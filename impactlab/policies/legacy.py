@@ -1,5 +1,9 @@
 """``legacy``: Ai2's old scheduler. Strict priority levels, FIFO inside a level; a job may
-preempt preemptible jobs of lower priority; opted-out jobs are never preempted (squatting)."""
+preempt preemptible jobs of lower priority; opted-out jobs are never preempted (squatting).
+
+The rule, written plainly, is ``reference.LegacyReference``; this pass makes the identical event log,
+faster (``tests/test_oracle.py`` replays traces under both).
+"""
 
 from __future__ import annotations
 

@@ -1,11 +1,13 @@
-"""Reference scheduling passes kept as a test oracle (docs/model.md section 5, STYLE.md "Tests").
+"""The reference scheduling passes: each built-in policy's rules, written plainly. They are
+the specification (docs/model.md section 5): the fast policies in this package produce the
+identical event log, event for event (``tests/test_reference.py`` replays traces under both).
 
 Every pass here sorts and scans everything, every time: it reads ``sched.pending`` and
 ``sched.running`` afresh, places gangs by scanning every node and chooses victims from the
-written rules. Nothing is incremental, so each class is slow and obviously correct. The fast
-policies in ``impactlab.policies`` must produce the identical event log.
+written rules. Nothing is incremental, so each class is slow and obviously correct; to read
+what a policy does, read its reference here, then its fast file for how it is made fast.
 
-Each oracle subclasses its fast policy only to inherit the knobs, the protection contract and
+Each reference subclasses its fast policy only to inherit the knobs, the protection contract and
 the usage charging (``on_start``/``on_stop`` and ``FairTree``, which are not the incremental
 part); it replaces the queues and the pass. It does not use ``SizeQueues``, ``drain`` or
 ``choose_victims``.
@@ -17,19 +19,29 @@ import math
 from collections.abc import Callable, Iterable
 from functools import partial
 
-from impactlab.policies import Context, Scheduler
-from impactlab.policies.fairshare import FairShare
-from impactlab.policies.fifo import Fifo
-from impactlab.policies.impactful import Impactful
-from impactlab.policies.legacy import Legacy
-from impactlab.policies.queues import BACKFILL_DEPTH
-from impactlab.sim.cluster import best_fit_on
-from impactlab.sim.policy import BACKFILL_REASON, DRAIN_NOTE, DRAIN_REASON, RESERVE_REASON
+from ..sim.cluster import best_fit_on
+from ..sim.policy import (
+    BACKFILL_REASON,
+    DRAIN_NOTE,
+    DRAIN_REASON,
+    RESERVE_REASON,
+    BasePolicy,
+    Context,
+    Scheduler,
+)
+from .fair import FairTree
+from .fairshare import FairShare
+from .fifo import Fifo
+from .impactful import Impactful
+from .legacy import Legacy
+from .queues import BACKFILL_DEPTH
 
 UNALLOCATED = -1
 BOOSTED_KINDS = ("debug", "interactive")
 
 Accept = Callable[[int, list[int]], bool]  # (candidate, victims accepted so far) -> accept it?
+PlaceNow = Callable[[Scheduler, int], "tuple[int, ...] | None"]  # (sched, job) -> its nodes
+MakeRoom = Callable[[int, set[int]], "list[int] | None"]  # (job, nodes kept off) -> victims
 
 
 # ----- placement and victims, from the rules -------------------------------------------------
@@ -112,7 +124,7 @@ Why = Callable[[int, int], str]  # (job, victim) -> the reason logged for the pr
 
 
 def preempt_and_start(
-    sched: Scheduler, j: int, victims: list[int], placer: Place = place, why: Why | None = None
+    sched: Scheduler, j: int, victims: list[int], placer: PlaceNow = place, why: Why | None = None
 ) -> None:
     """Preempt ``victims`` for ``j`` in order (each with ``why(j, v)``, all judged before the
     first goes), then start ``j`` where ``placer`` says."""
@@ -121,7 +133,7 @@ def preempt_and_start(
         sched.preempt(v, j, reason)
     nodes = placer(sched, j)
     if nodes is None:
-        raise AssertionError(f"oracle: job {j} does not fit after preempting {victims}")
+        raise AssertionError(f"reference: job {j} does not fit after preempting {victims}")
     sched.start(j, nodes)
 
 
@@ -133,7 +145,7 @@ def eligible(sched: Scheduler, v: int) -> bool:
 def scan_lane(
     lane: list[int],
     sched: Scheduler,
-    make_room: Callable[[int], list[int] | None] | None,
+    make_room: MakeRoom | None,
     placer: Place | None = None,
     hold: PlainHold | None = None,
     holds_s: Callable[[int], float] | None = None,
@@ -153,8 +165,12 @@ def scan_lane(
     i, passed, closed = 0, 0, False
     while i < len(remaining):
         j = remaining[i]
-        off = hold is not None and hold.keeps_off(sched, j, holds_s(j), closed)
-        kept_off = hold.nodes if off else set()
+        off = (
+            hold is not None
+            and holds_s is not None
+            and hold.keeps_off(sched, j, holds_s(j), closed)
+        )
+        kept_off = hold.nodes if off and hold is not None else set()
 
         def placed(
             sched: Scheduler, j: int, kept_off: set[int] = kept_off
@@ -185,6 +201,14 @@ def place_off(sched: Scheduler, j: int, kept_off: set[int]) -> tuple[int, ...] |
     return place(sched, j, [n for n in range(sched.cluster.nodes) if n not in kept_off])
 
 
+def sides(fair: FairTree, a: int, b: int) -> tuple[int, int]:
+    """The two sides of the split between different leaves ``a`` and ``b``."""
+    split = fair.split(a, b)
+    if split is None:
+        raise AssertionError(f"reference: leaves {a} and {b} are one leaf, with no split")
+    return split
+
+
 class PlainHold:
     """The backfill reservation of the first pending job in pass order, from the written rule:
     release the running jobs by (release time, index) on a copy of the free GPUs until that job
@@ -193,7 +217,8 @@ class PlainHold:
 
     def __init__(self) -> None:
         self.key: tuple[int, int] | None = None
-        self.holder, self.start_s, self.nodes = -1, math.inf, set()
+        self.holder, self.start_s = -1, math.inf
+        self.nodes: set[int] = set()
         self.release_at: dict[int, float] = {}  # running job -> its release time, set at start
         self.early = 0
 
@@ -246,7 +271,7 @@ class StartOrder:
 
 
 # ----- the passes ----------------------------------------------------------------------------
-class FifoOracle(Fifo):
+class FifoReference(Fifo):
     """``fifo``: heads in index order while they fit; EASY backfill around the head's
     reservation."""
 
@@ -294,21 +319,21 @@ class FifoOracle(Fifo):
         return float("inf"), set()
 
 
-class CountsStarts:
+class CountsStarts(BasePolicy):
     """Mixin: the fast policy's state (for its charging hooks) plus a start counter."""
 
     def setup(self, ctx: Context) -> None:
         """Set up the fast policy, then the counter."""
-        super().setup(ctx)  # type: ignore[misc]
+        super().setup(ctx)
         self.order = StartOrder()
 
     def on_start(self, j: int, now: float) -> None:
         """Remember the start order."""
-        super().on_start(j, now)  # type: ignore[misc]
+        super().on_start(j, now)
         self.order.note(j)
 
 
-class LegacyOracle(CountsStarts, Legacy):
+class LegacyReference(CountsStarts, Legacy):
     """``legacy``: by (-priority, index); a blocked job preempts lower-priority preemptible work."""
 
     def enqueue(self, j: int, now: float) -> None:
@@ -368,9 +393,13 @@ def lanes_of(ordered: list[int], sched: Scheduler, boost: bool) -> list[list[int
     return list(lanes.values())
 
 
-class PlainHolds:
-    """The plain reservation's bookkeeping for a Fair Tree oracle (``release`` says when a
+class PlainHolds(BasePolicy):
+    """The plain reservation's bookkeeping for a Fair Tree reference (``release`` says when a
     running job frees its nodes for the reserved job)."""
+
+    def release(self, sched: Scheduler, v: int) -> float:
+        """When running job ``v`` frees its nodes for the reserved job (each reference says)."""
+        raise NotImplementedError
 
     def setup(self, ctx: Context) -> None:
         """Set up the fast policy's state, then a plain reservation."""
@@ -388,7 +417,7 @@ class PlainHolds:
         self.plain_hold.stopped(j, now)
 
 
-class FairShareOracle(PlainHolds, FairShare):
+class FairShareReference(PlainHolds, FairShare):
     """``fairshare``: funded jobs by Fair Tree leaf rank, then unallocated; start what fits."""
 
     def enqueue(self, j: int, now: float) -> None:
@@ -414,7 +443,7 @@ class FairShareOracle(PlainHolds, FairShare):
         return sched.expected_end(v)
 
 
-class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
+class ImpactfulReference(PlainHolds, CountsStarts, Impactful):
     """``impactful``: lanes by Fair Tree rank; funded jobs preempt eligible victims; unallocated
     jobs only backfill. With ``drain_for_gangs``, the first funded gang in pass order that does
     not fit drains the nodes a plain reservation would give it (``plain_drain``)."""
@@ -602,7 +631,7 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
             return RESERVE_REASON
         if self.reclaims(sched, j, v):
             return DRAIN_REASON
-        return self.fair.why(*self.fair.split(sched.jobs[j].leaf, sched.jobs[v].leaf))
+        return self.fair.why(*sides(self.fair, sched.jobs[j].leaf, sched.jobs[v].leaf))
 
     def lent(self, sched: Scheduler, j: int, v: int) -> bool:
         """Victim ``v`` borrows the reserve and ``j`` is a debug/interactive job it yields to."""
@@ -653,7 +682,7 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
         ]
 
         def served_side(v: int) -> float:
-            return fair.served(fair.split(leaf, jobs[v].leaf)[1])
+            return fair.served(sides(fair, leaf, jobs[v].leaf)[1])
 
         unallocated.sort(key=lambda v: -self.order.seq[v])
         if self.pack_victims and sched.jobs[j].n_nodes == 1:
@@ -683,7 +712,7 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
         def accept(v: int, accepted: list[int]) -> bool:
             if jobs[v].leaf == UNALLOCATED or self.lent(sched, j, v) or self.reclaims(sched, j, v):
                 return True
-            mine, theirs = fair.split(job.leaf, jobs[v].leaf)
+            mine, theirs = sides(fair, job.leaf, jobs[v].leaf)
             gone = [
                 jobs[u]
                 for u in [*accepted, v]
@@ -711,7 +740,7 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
                 and not self.reclaims(sched, j, v)
             ]
             for victim in gone:
-                mine, theirs = fair.split(job.leaf, victim.leaf)
+                mine, theirs = sides(fair, job.leaf, victim.leaf)
                 mine_held = sum(u.held for u in gone if mine in fair.paths[u.leaf])
                 theirs_held = sum(u.held for u in gone if theirs in fair.paths[u.leaf])
                 if fair.served(mine, job.held - mine_held) > fair.served(theirs, -theirs_held):
@@ -721,10 +750,10 @@ class ImpactfulOracle(PlainHolds, CountsStarts, Impactful):
         return approve
 
 
-#: Registered policy name -> its oracle (every registered policy needs one).
-ORACLES: dict[str, type] = {
-    "fifo": FifoOracle,
-    "legacy": LegacyOracle,
-    "fairshare": FairShareOracle,
-    "impactful": ImpactfulOracle,
+#: Built-in policy name -> its reference pass (every built-in policy has one).
+REFERENCES: dict[str, type] = {
+    "fifo": FifoReference,
+    "legacy": LegacyReference,
+    "fairshare": FairShareReference,
+    "impactful": ImpactfulReference,
 }
