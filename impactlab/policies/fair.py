@@ -15,7 +15,7 @@ import numpy as np
 
 from ..sim.events import UNALLOCATED, Job
 from ..sim.policy import Context, Scheduler
-from .queues import NO_LIMIT, Place, Searches, SizeQueues, drain, queue_for
+from .queues import NO_LIMIT, Place, Searches, SizeQueues, queue_for, start_in_order
 from .reservation import Hold
 from .usage import DecayedUsage, WindowUsage
 
@@ -278,7 +278,7 @@ class FairQueues:
         later = make_room is not None and queue.sizes[-1] > preempt_max
         if searches:
             searches.judged = False
-        drain(
+        start_in_order(
             queue,
             sched,
             make_room,

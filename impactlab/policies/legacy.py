@@ -16,7 +16,7 @@ from typing import ClassVar
 from ..base.units import plural
 from ..sim.events import Job
 from ..sim.policy import Attempt, BasePolicy, Context, Explainer, Scheduler
-from .queues import PassGate, Searches, SizeQueues, drain
+from .queues import PassGate, Searches, SizeQueues, start_in_order
 from .victims import choose_victims, could_fit, room_profile
 
 
@@ -90,7 +90,7 @@ class Legacy(BasePolicy):
         if self.gate.skip(sched):
             return
         self.searches.begin_pass(now)
-        drain(self.queue, sched, partial(self.make_room, sched))
+        start_in_order(self.queue, sched, partial(self.make_room, sched))
         # A search fails only if the room profile (fresh jobs included) says it could work
         # and the walk (fresh jobs left out) does not: only then do fresh jobs matter.
         self.gate.done(sched, fresh_matter=self.searches.missed_fresh)

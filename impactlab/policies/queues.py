@@ -108,7 +108,7 @@ NO_LIMIT = 1 << 62
 BACKFILL_DEPTH = 16
 
 
-def drain(
+def start_in_order(
     queue: SizeQueues,
     sched: Scheduler,
     make_room: PreemptFn | None = None,
@@ -137,69 +137,91 @@ def drain(
     """
     cluster = sched.cluster
     place = place or cluster.best_fit
-    cap = NO_LIMIT
-    failed: set[int] = set()
-    aside: list[tuple[Key, int]] = []
-    passed, closed = 0, False
-    kept_out: set[int] = (
-        set()
-    )  # sizes that failed while kept off the reserved nodes (room only shrinks)
-    free_failed: set[int] = (
-        set()
-    )  # sizes whose search failed for a job free to use the reserved nodes
+    scan = _Scan(queue)
     while queue.live:
-        limit = min(cap, max(cluster.largest_fit(), search_max if make_room else 0) + 1)
-        found = queue.best_head(limit, failed)
+        limit = min(scan.cap, max(cluster.largest_fit(), search_max if make_room else 0) + 1)
+        found = queue.best_head(limit, scan.failed)
         if found is None:
             break
         key, gpus = found
         j = key[-1]
-        held = hold is not None and hold.constrains(sched, j, closed)
-        if not held and gpus in free_failed:  # its search is the one that failed: pass it over
-            queue.pop(gpus)
-            aside.append((key, gpus))
+        avoid = hold.nodes if hold is not None and hold.constrains(sched, j, scan.closed) else None
+        if avoid is None and gpus in scan.free_failed:  # its search is the one that failed
+            scan.set_aside(key, gpus)
             continue
-        avoid = hold.nodes if held else NOTHING  # type: ignore[union-attr]
         # (every placement is a best fit, which cannot succeed above the largest free block)
-        nodes = (
-            None
-            if (held and gpus in kept_out) or gpus > cluster.largest_fit()
-            else place(gpus, avoid)
-        )
+        blocked = (avoid is not None and gpus in scan.kept_out) or gpus > cluster.largest_fit()
+        nodes = None if blocked else place(gpus, avoid or NOTHING)
         restart = nodes is None and make_room is not None and make_room(j)
         if restart:
-            nodes = place(gpus, avoid)
-            cap = NO_LIMIT  # victims may have freed more than this job takes
-            failed.clear()
-            kept_out.clear()
-            free_failed.clear()
+            nodes = place(gpus, avoid or NOTHING)
+            scan.restart()
         if nodes is None:
-            if held and not closed:  # (without preemption, the limit says it would fit)
-                kept_out.add(gpus)
-                queue.pop(gpus)
-                aside.append((key, gpus))
-                if make_room is None:
-                    passed += 1
-                    closed = passed >= BACKFILL_DEPTH
-            elif larger_no_easier:
-                cap = gpus
-            elif make_room is not None and hold is not None and hold.holder >= 0:
-                # A job of this size kept off the reserved nodes walks the victims in another
-                # order (it passes over those there), so it may still succeed: only the jobs
-                # free to use them are passed over from now on.
-                free_failed.add(gpus)
-                queue.pop(gpus)
-                aside.append((key, gpus))
-            else:
-                failed.add(gpus)
+            scan.no_start(
+                key, gpus, avoid is not None, make_room is not None, larger_no_easier, hold
+            )
             continue
         queue.pop(gpus)
         sched.start(j, nodes)
         if hold is not None:
             hold.started(j)
         if restart:  # (only now: a job put back could be the head of j's size)
-            _put_back(queue, aside)
-    _put_back(queue, aside)
+            _put_back(queue, scan.aside)
+    _put_back(queue, scan.aside)
+
+
+class _Scan:
+    """What one ``start_in_order`` scan has learnt: the sizes to skip, the jobs set aside and
+    the reservation's backfill count. A preemption may free more than its job took, so it
+    forgets the sizes (``restart``)."""
+
+    def __init__(self, queue: SizeQueues):
+        self.queue = queue
+        self.cap = NO_LIMIT  # sizes from here up cannot start (larger_no_easier)
+        self.failed: set[int] = set()  # sizes that cannot start
+        self.kept_out: set[int] = set()  # sizes that failed while kept off the reserved nodes
+        self.free_failed: set[int] = set()  # sizes whose search failed off the reservation
+        self.aside: list[tuple[Key, int]] = []  # jobs passed over, put back at the end
+        self.passed, self.closed = 0, False
+
+    def restart(self) -> None:
+        """After a preemption: every size may start again."""
+        self.cap = NO_LIMIT
+        self.failed.clear()
+        self.kept_out.clear()
+        self.free_failed.clear()
+
+    def set_aside(self, key: Key, gpus: int) -> None:
+        """Pass over the head of size ``gpus`` (it returns to the queue when the scan ends)."""
+        self.queue.pop(gpus)
+        self.aside.append((key, gpus))
+
+    def no_start(
+        self,
+        key: Key,
+        gpus: int,
+        held: bool,
+        preempts: bool,
+        larger_no_easier: bool,
+        hold: Hold | None,
+    ) -> None:
+        """The head of size ``gpus`` could not start: what the scan skips from now on."""
+        if held and not self.closed:  # (without preemption, the limit says it would fit)
+            self.kept_out.add(gpus)
+            self.set_aside(key, gpus)
+            if not preempts:
+                self.passed += 1
+                self.closed = self.passed >= BACKFILL_DEPTH
+        elif larger_no_easier:
+            self.cap = gpus
+        elif preempts and hold is not None and hold.holder >= 0:
+            # A job of this size kept off the reserved nodes walks the victims in another
+            # order (it passes over those there), so it may still succeed: only the jobs
+            # free to use them are passed over from now on.
+            self.free_failed.add(gpus)
+            self.set_aside(key, gpus)
+        else:
+            self.failed.add(gpus)
 
 
 Name = TypeVar("Name", bound=Hashable)  # what a policy names its queues by
