@@ -59,11 +59,17 @@ def _submits_s(rng: np.random.Generator, jobs: int, span_s: float) -> np.ndarray
 
 
 def public_shape(
-    jobs: int, gpus: int, seed: int = 0, load: float = 1.4, funded_share: float = 0.9
+    jobs: int,
+    gpus: int,
+    seed: int = 0,
+    load: float = 1.4,
+    funded_share: float = 0.9,
+    contracts: bool = True,
 ) -> tuple[pd.DataFrame, il.BudgetTree]:
     """A validated trace of ``jobs`` jobs for ``gpus`` GPUs at offered ``load`` (GPU-hours
     submitted per hour / capacity), and its budget tree. Queued jobs give up after a
-    log-normal patience (median 12 h), so the backlog stays bounded on long runs."""
+    log-normal patience (median 12 h), so the backlog stays bounded on long runs. Every job
+    gets its kind's default minimum runtime (``fill_contract``) unless ``contracts`` is off."""
     rng = np.random.default_rng(np.random.SeedSequence(seed))
     size = rng.choice(SIZES, jobs, p=SIZE_P / SIZE_P.sum())
     size = np.minimum(size, gpus)
@@ -92,8 +98,8 @@ def public_shape(
             "patience_s": (12 * HOUR_S * np.exp(rng.normal(0.0, 1.0, jobs))).round(),
         }
     )
-    trace = fill_contract(il.validate_trace(trace, source="public-shape trace", max_gpus=gpus))
-    return trace, tree
+    trace = il.validate_trace(trace, source="public-shape trace", max_gpus=gpus)
+    return (fill_contract(trace) if contracts else trace), tree
 
 
 def describe(trace: pd.DataFrame, gpus: int) -> dict[str, float]:
