@@ -9,7 +9,7 @@ import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, overload
 
 from .analysis.findings import queue_path
 from .base.config import PAIRINGS, REPAIR_MODES, SimConfig, parameter, parameters
@@ -225,7 +225,7 @@ def _run_options(command: argparse.ArgumentParser) -> None:
             _add_flag(section, param)
 
 
-def _add_flag(section: argparse._ArgumentGroup, param: Param) -> None:
+def _add_flag(section: argparse._ActionsContainer, param: Param) -> None:
     kwargs: dict[str, Any] = {
         "dest": param.name,
         "default": argparse.SUPPRESS,
@@ -369,6 +369,10 @@ def _out_refused(out: Path | None) -> bool:
     return False
 
 
+@overload
+def json_ready(value: dict[str, Any], digits: int = 6) -> dict[str, object]: ...
+@overload
+def json_ready(value: object, digits: int = 6) -> object: ...
 def json_ready(value: object, digits: int = 6) -> object:
     """Replace NaN/inf (not valid JSON) by None and round floats to ``digits`` significant
     digits (0.958333 rather than 0.9583333333333334), recursively."""
@@ -496,9 +500,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         text = json.dumps(summaries[0] if args.command == "simulate" else summaries)
     elif args.command == "simulate":
-        text = format_table(summaries[0])  # type: ignore[arg-type]
+        text = format_table(summaries[0])
     else:
-        text = format_comparison(summaries)  # type: ignore[arg-type]
+        text = format_comparison(summaries)
     try:
         print(text)
     except BrokenPipeError:  # e.g. piped into `head`
@@ -715,7 +719,7 @@ def explain_command(args: argparse.Namespace) -> int:
                             "kind": s.kind,
                             "text": s.text,
                             "span_s": s.span_s,
-                            "why": [{"reason": w.reason.value, "text": w.text} for w in s.why],
+                            "why": [{"reason": str(w.reason), "text": w.text} for w in s.why],
                         }
                         for s in story.steps
                     ],

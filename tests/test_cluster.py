@@ -186,7 +186,7 @@ def test_shield_counts_follow_every_change(per, data):
             c.shield((n,), gpus, -1)
             model[n] -= gpus
         elif op == "drain" and n not in down and model[n] == 0:  # (only an idle node is drained)
-            c.drain(n)
+            c.take_out(n)
             down.add(n)
             model[n] = per
         elif op == "restore" and n in down:

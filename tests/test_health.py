@@ -271,7 +271,7 @@ class FakeNodes:
     def node_failed(self, node, detail):
         self.seen.append((self.now, "failed", node))
 
-    def drain(self, node):
+    def take_out(self, node):
         self.seen.append((self.now, "drain", node))
 
     def node_repaired(self, node, detail):

@@ -320,13 +320,12 @@ class Run:
 
     @cached_property
     def contract_s(self) -> dict[str, float]:
-        """The policy's own protection for each job (what the engine enforces)."""
+        """The policy's own contract for each job, before placement (impactful then takes it
+        from a borrower of the reserve or a start on draining nodes: see ``contract_of``)."""
         policy = make_policy(self.policy, **self.knobs)
+        contract = policy.contract_of if isinstance(policy, Impactful) else policy.protection_s
         tree = self.result.tree
-        return {
-            j.job_id: policy.protection_s(j)
-            for j in jobs_from_trace(self.result.trace, tree, self.per)
-        }
+        return {j.job_id: contract(j) for j in jobs_from_trace(self.result.trace, tree, self.per)}
 
     def contract_of(self, start) -> float:
         """Protection of the attempt begun by ``start``: the job's contract, none if it borrows

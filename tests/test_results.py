@@ -15,7 +15,8 @@ from helpers import run_tiny
 
 import impactlab as il
 from impactlab import BudgetTree
-from impactlab.analysis.results import SCALAR_METRICS, SimResult, metrics_frame
+from impactlab.analysis.catalog import SCALAR
+from impactlab.analysis.results import SimResult, metrics_frame
 from impactlab.sim.health import HealthConfig
 
 approx = pytest.approx
@@ -66,7 +67,7 @@ def expected_keys(kinds: list[str]) -> set[str]:
     """Every key the contract lists for a trace of these kinds."""
     groups = ["all", *kinds]
     sizes = [f"size_{b}" for b in ("1", "2-8", "9-64", "65+")]
-    keys = set(SCALAR_METRICS) | {f"preemptions.{k}" for k in kinds}
+    keys = set(SCALAR) | {f"preemptions.{k}" for k in kinds}
     for q in ("p50", "p90", "p99"):
         keys |= {f"wait_{q}_s.{g}" for g in groups + sizes} | {f"queued_{q}_s.{g}" for g in groups}
     return keys
@@ -102,7 +103,7 @@ def test_metrics_are_nan_where_there_are_no_jobs():
 def test_metrics_agree_with_the_summary():
     result = preemption_run()
     m, s = result.metrics(), result.summary()
-    assert {k: m[k] for k in SCALAR_METRICS} == {k: s[k] for k in SCALAR_METRICS}
+    assert {k: m[k] for k in SCALAR} == {k: s[k] for k in SCALAR}
     assert m["wait_p90_s.all"] == s["wait_s"]["all"]["p90"]
 
 
@@ -199,3 +200,19 @@ def test_a_large_run_frees_its_engine_before_returning(monkeypatch, above, freed
     finally:
         gc.enable()
     assert len(result.events) > 0
+
+
+def test_the_metric_catalog_names_every_scalar_of_a_summary_once_with_words_and_a_format():
+    from impactlab.analysis.catalog import METRICS, label
+
+    summary = il.simulate(il.SimConfig(policy="fifo", gpus=16, days=0.5)).summary()
+    echoes = {"days", "gpus", "report_from_days", "human_fraction"}  # the run's config, echoed
+    scalars = {k for k, v in summary.items() if isinstance(v, int | float) and not k.endswith("_s")}
+    assert scalars - echoes <= set(SCALAR), f"not in the catalog: {scalars - echoes - set(SCALAR)}"
+    assert set(SCALAR) <= set(summary), (
+        f"in the catalog, not in a summary: {set(SCALAR) - set(summary)}"
+    )
+    assert len(set(SCALAR)) == len(SCALAR) and len({m.label for m in METRICS}) == len(METRICS)
+    for metric in METRICS:
+        format(1.0 if "f" in metric.fmt else 1, metric.fmt)  # a valid format of a number
+        assert metric.better in ("up", "down", "") and label(metric.name) == metric.label

@@ -493,7 +493,11 @@ def subtree_impact(tree: BudgetTree, delivered: np.ndarray, owed: np.ndarray) ->
         return np.where(due > 0, got / due, np.nan)
 
 
-def percentiles(values: pd.Series) -> dict[str, float | int | None]:
+#: p50/p90/p99 (None when the sample is empty) and "n", the size of the sample.
+Percentiles = dict[str, float | int | None]
+
+
+def percentiles(values: pd.Series) -> Percentiles:
     """p50/p90/p99 and count of a sample (None when empty)."""
     if len(values) == 0:
         return {"p50": None, "p90": None, "p99": None, "n": 0}
@@ -511,7 +515,7 @@ def size_bucket(gpus: pd.Series) -> pd.Series:
 
 def wait_stats(
     table: pd.DataFrame, window: Window, column: str = "wait_s"
-) -> tuple[dict[str, object], dict[str, object]]:
+) -> tuple[dict[str, Percentiles], dict[str, Percentiles]]:
     """Waits of jobs submitted in the window (first-start ``wait_s``, or total ``queued_s``
     including requeues): overall, by kind and by size bucket."""
     inside = submitted_in(table, window)
@@ -768,8 +772,8 @@ def by_kind(
     held_s: np.ndarray,
     resubmitted: np.ndarray,
     window: Window,
-    waits: dict | None = None,
-    queued: dict | None = None,
+    waits: dict[str, Percentiles] | None = None,
+    queued: dict[str, Percentiles] | None = None,
 ) -> pd.DataFrame:
     """One row per kind of job: jobs submitted in the window and how they ended, preemptions and
     kills in the window (counts, and shares of the jobs that ran in it), GPU-hours held, lost to

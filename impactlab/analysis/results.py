@@ -25,48 +25,13 @@ from ..base.units import DAY_S, HOUR_S
 from ..inputs.budgets import BudgetTree
 from ..sim.events import EVENT_DTYPES, Job, jobs_from_trace
 from . import tables
+from .catalog import SCALAR
 from .explain import Story, explain, protection_ends
 from .findings import findings
 from .metrics import SIZE_BUCKETS, Window, attempts, down_intervals, health_series, summarise
 
 log = logging.getLogger(__name__)
 
-#: Scalar keys of ``summary()`` that ``metrics()`` keeps as they are.
-SCALAR_METRICS = (
-    "jobs",
-    "availability",
-    "occupancy",
-    "occupancy_funded",
-    "occupancy_unallocated",
-    "utilization",
-    "impact",
-    "impact_useful",
-    "impact_strict",
-    "unallocated_share",
-    "jain",
-    "requested_ratio",
-    "preemptions",
-    "lost_gpu_hours",
-    "preemption_lost_share",
-    "preemptions_per_job_max",
-    "preemptions_per_job_p99",
-    "preempted_repeatedly_share",
-    "funded_preemptions_per_job_max",
-    "withdrawn",
-    "queued_at_end",
-    "queued_at_end_share",
-    "backlog_growing",
-    "sessions_killed",
-    "sessions_killed_share",
-    "session_lost_gpu_hours",
-    "session_cut_gpu_hours",
-    "resubmits",
-    "node_failures",
-    "human_repairs",
-    "auto_repairs",
-    "jobs_hit",
-    "failure_lost_gpu_hours",
-)
 QUANTILE_NAMES = ("p50", "p90", "p99")
 
 
@@ -401,7 +366,7 @@ def flat_metrics(summary: Mapping[str, Any], kinds: Iterable[str]) -> dict[str, 
     group in all, the kinds and ``size_<bucket>`` (waits only). NaN where there are no jobs."""
     kinds = list(kinds)
     out: dict[str, float | int] = {
-        key: int(v) if isinstance(v := summary[key], bool) else v for key in SCALAR_METRICS
+        key: int(v) if isinstance(v := summary[key], bool) else v for key in SCALAR
     }
     by_kind = summary["preemptions_by_kind"]
     out.update({f"preemptions.{k}": int(by_kind.get(k, 0)) for k in kinds})

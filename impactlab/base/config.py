@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 
 RepairMode = Literal["automatic", "manual"]
 REPAIR_MODES: tuple[RepairMode, ...] = ("automatic", "manual")
+#: What happens to jobs whose project no budget funds: they run unallocated, or the run stops.
+UnknownProjects = Literal["unallocated", "error"]
+UNKNOWN_PROJECTS: tuple[UnknownProjects, ...] = ("unallocated", "error")
 
 #: Named variant sets for ``compare``. ``ai2`` is Ai2's before/after: legacy with manual repair
 #: against impactful with automatic repair. It credits the second run with both changes at
@@ -374,13 +377,13 @@ class SimConfig:
         nullable=True,
         flag="--budgets",
     ).field()
-    unknown_projects: str = Param(
+    unknown_projects: UnknownProjects = Param(  # noqa: RUF009 (a field, not a shared default)
         "unknown_projects",
         "unallocated",
         str,
         "trace",
         "jobs whose project is not in the budget tree: run unallocated or stop",
-        choices=("unallocated", "error"),
+        choices=UNKNOWN_PROJECTS,
     ).field()
     restart_overhead_s: float = Param(
         "restart_overhead_s",

@@ -12,7 +12,7 @@ KINDS = ("debug", "interactive", "eval", "training", "pretrain", "other")
 REQUIRED = ("job_id", "submit_s", "gpus", "duration_s")
 
 #: Optional columns and the value a missing column (or an empty cell) gets.
-DEFAULTS: dict[str, object] = {
+DEFAULTS: dict[str, str | float | int | bool] = {
     "user": "unknown",
     "project": "",  # empty = unallocated: no budget funds it
     "kind": "other",
@@ -131,7 +131,7 @@ def _number(
     raw = df[check.column]
     values = pd.to_numeric(raw, errors="coerce").astype(float)
     blank = raw.isna().to_numpy()
-    values = values.where(~blank, float(DEFAULTS.get(check.column, np.nan)))  # type: ignore[arg-type]
+    values = values.where(~blank, float(DEFAULTS.get(check.column, np.nan)))
     arr = values.to_numpy()
     check.fail(df, np.isnan(arr), "not a number")
     if not allow_inf:

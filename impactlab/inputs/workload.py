@@ -52,6 +52,7 @@ def prepare(
 ) -> Inputs:
     """The trace and tree ``config`` describes; ``trace`` / ``budgets`` override its sources."""
     tree = budgets
+    provenance: dict[str, Any]
     if tree is None and config.budgets_path:
         tree = load_budgets(config.budgets_path)
     if trace is not None:

@@ -8,12 +8,12 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any
 
 import pandas as pd
 
 from ..analysis.results import SimResult
-from ..base.config import PAIRINGS, RepairMode, SimConfig
+from ..base.config import PAIRINGS, RepairMode, SimConfig, UnknownProjects
 from ..base.params import ParamError
 from ..base.units import DAY_S
 from ..inputs.budget_io import check_projects
@@ -49,7 +49,7 @@ def simulate(
     trace: pd.DataFrame | None = None,
     budgets: BudgetTree | None = None,
     policy: Policy | None = None,
-    on_unknown_project: Literal["unallocated", "error"] | None = None,
+    on_unknown_project: UnknownProjects | None = None,
     *,
     inputs: Inputs | None = None,
     label: str = "",
@@ -78,7 +78,7 @@ def simulate(
         raise TraceError("trace", row, "gpus", f"job larger than the cluster ({config.gpus} GPUs)")
     if fresh:  # compare warns once for all its runs
         _check_load(config, inputs)
-    unknown = check_projects(trace, tree, on_unknown_project or config.unknown_projects)  # type: ignore[arg-type]
+    unknown = check_projects(trace, tree, on_unknown_project or config.unknown_projects)
     jobs = jobs_from_trace(trace, tree, config.gpus_per_node)
     policy = policy or make_policy(config.policy, **config.policy_knobs)
     engine = Engine(
@@ -175,13 +175,20 @@ def _check_load(config: SimConfig, inputs: Inputs) -> None:
         check_load(inputs.trace, config.gpus, config.gpus_per_node, config.horizon_s / DAY_S)
 
 
+def _days(config: SimConfig) -> float:
+    """The simulated span of a config ``fit`` has filled in, in days."""
+    if config.days is None:
+        raise ValueError("days is unset: fit(config, inputs) fills it in before a run")
+    return config.days
+
+
 def _shared_warmup_days(config: SimConfig, runs: list[SimConfig]) -> float:
     """One reporting window for every run: the config's warm-up, or else the longest fair-share
     window among the runs (7 days if none has one), at most half the run."""
     if config.warmup_days is not None:
         return config.warmup_days
     windows = [cfg.knobs()["window_days"] for cfg in runs if "window_days" in cfg.knobs()]
-    return min(max(windows, default=7.0), config.days / 2)
+    return min(max(windows, default=7.0), _days(config) / 2)
 
 
 def _variants(
@@ -217,13 +224,17 @@ def _progress_of(
     from tqdm.auto import tqdm
 
     bar = tqdm(
-        total=round(config.days, 2),
+        total=round(_days(config), 2),
         unit="day",
         desc=name,
         leave=False,
         bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:g} days [{elapsed}<{remaining}]",
     )
+
+    def advance(t_s: float) -> None:
+        bar.update(round(t_s / DAY_S - bar.n, 2))
+
     try:
-        yield lambda t_s: bar.update(round(t_s / DAY_S - bar.n, 2))
+        yield advance
     finally:
         bar.close()

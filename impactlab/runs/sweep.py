@@ -41,11 +41,12 @@ from dataclasses import dataclass, replace
 from functools import cache
 from numbers import Integral
 from pathlib import Path
+from types import FrameType
 from typing import Any, Self
 
 import pandas as pd
 
-from ..analysis.results import SCALAR_METRICS
+from ..analysis.catalog import SCALAR
 from ..base.config import SHARE_PREFIX, HealthConfig, SimConfig, parameters
 from ..base.files import OutputPathError, check_output_dir, find_input
 from ..base.params import ParamError, declared
@@ -192,7 +193,8 @@ def parse_seeds(text: str | int) -> list[int]:
 
 
 def _seeds(seeds: Iterable[int] | int) -> list[int]:
-    out = [int(seeds)] if isinstance(seeds, Integral) else [int(s) for s in seeds]
+    # (int for the type checker: it is an Integral at run time, but not to typeshed.)
+    out = [int(seeds)] if isinstance(seeds, (int, Integral)) else [int(s) for s in seeds]
     if not out:
         raise SweepError("no seeds")
     repeated = sorted({s for s in out if out.count(s) > 1})
@@ -466,7 +468,8 @@ def unguarded_script() -> str | None:
     ``python -c`` have no script and are fine."""
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
-    frame, top = sys._getframe(1), None
+    frame: FrameType | None = sys._getframe(1)
+    top: FrameType | None = None
     while frame is not None:
         if (
             main is not None
@@ -618,12 +621,13 @@ class _bar:
             from tqdm.notebook import tqdm_notebook
 
             widget = issubclass(tqdm, tqdm_notebook)
+            shown_later: dict[str, Any] = {"display": False} if widget else {}
             self.bar = tqdm(
                 total=self.total,
                 initial=self.done,
                 unit="run",
                 desc=f"sweep ({self.backend})",
-                **({"display": False} if widget else {}),
+                **shown_later,
             )
             if widget:  # displayed here, with an id, so that the stored output ends at 100%, not 0%
                 from IPython.display import display
@@ -695,7 +699,7 @@ def frame_of(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
 
 def metric_columns(frame: pd.DataFrame) -> list[str]:
     """The flat-metric columns of a sweep or metrics frame (``SimResult.metrics()`` keys)."""
-    return [c for c in frame.columns if c in SCALAR_METRICS or str(c).startswith(_METRIC_PREFIXES)]
+    return [c for c in frame.columns if c in SCALAR or str(c).startswith(_METRIC_PREFIXES)]
 
 
 def config_columns(frame: pd.DataFrame) -> list[str]:

@@ -10,9 +10,9 @@ from ..base.gangs import gpus_on_each, nodes_needed
 class Cluster:
     """Free GPUs per node, indexed by free count so best fit never scans all nodes.
 
-    Invariant: node ``n`` is in ``by_free[free[n]]`` for every node in service; a drained node
+    Invariant: node ``n`` is in ``by_free[free[n]]`` for every node in service; a node taken out
     (in ``down``) has no free GPUs and is in no ``by_free`` set. A node is in ``unshielded``
-    exactly when no protected GPU is on it (a drained node counts as wholly protected).
+    exactly when no protected GPU is on it (a node out of service counts as wholly protected).
     """
 
     def __init__(self, nodes: int, gpus_per_node: int = 8):
@@ -33,7 +33,7 @@ class Cluster:
         self.shielded = [0] * nodes
         self.by_shield = [nodes] + [0] * gpus_per_node
         self.unshielded: set[int] = set(range(nodes))  # nodes in service with no protected GPU
-        self.down: set[int] = set()  # drained nodes: out of service, never placed on
+        self.down: set[int] = set()  # nodes taken out of service:, never placed on
 
     def largest_fit(self) -> int:
         """The largest gang that could be placed right now (0 if none); cached until a change."""
@@ -96,10 +96,10 @@ class Cluster:
         for n in nodes:
             self._set(n, self.free[n] + per_node)
 
-    def drain(self, node: int) -> None:
+    def take_out(self, node: int) -> None:
         """Take an idle node out of service (a down node is never placed on)."""
         if self.free[node] != self.gpus_per_node or node in self.down:
-            raise RuntimeError(f"node {node} cannot be drained: it is busy or already down")
+            raise RuntimeError(f"node {node} cannot be taken out of service: it is busy or already down")
         self._set(node, 0)
         self.by_free[0].discard(node)
         self._reshield(node, self.gpus_per_node)  # nothing on it can be cleared for a gang

@@ -25,7 +25,7 @@ from .clock import Call, Clock
 from .cluster import Cluster
 from .events import Ev, EventLog, Job
 from .grace import GraceBook
-from .health import NodeHealth
+from .health import NodeHealth, repair_mode
 from .policy import Context, Policy, PolicyError
 
 # QUEUED = not yet submitted; LEAVING = preempted, holding its GPUs for the grace period
@@ -147,7 +147,7 @@ class Engine:
         self.crash_s = health.crash_s
         self.broken: set[int] = set()  # failed nodes still in service (manual repair)
         self.doomed = [False] * n  # the current attempt runs on a failed node
-        self.health = NodeHealth(self, health, health.repair or policy.repair, seed)
+        self.health = NodeHealth(self, health, health.repair or repair_mode(policy.repair), seed)
         policy.setup(Context(jobs, tree, cluster.capacity, cluster.gpus_per_node, self))
 
     def run(self, progress: Callable[[float], None] | None = None, reports: int = 200) -> EventLog:
@@ -356,16 +356,16 @@ class Engine:
     # ----- node health -------------------------------------------------------------------------
     def node_failed(self, node: int, detail: str) -> None:
         """A node fails: its jobs fail (protection does not help); it stays in service, broken,
-        until drained."""
+        until taken out."""
         self._log_node(NODE_DOWN, node, detail)
         self.broken.add(node)
         self._fail_jobs_on(node)
 
-    def drain(self, node: int) -> None:
+    def take_out(self, node: int) -> None:
         """Take a failed node out of service; jobs that landed on it since fail now."""
         self._fail_jobs_on(node)
         self.broken.discard(node)
-        self.cluster.drain(node)
+        self.cluster.take_out(node)
 
     def _fail_jobs_on(self, node: int) -> None:
         """Jobs on a failed node fail; one still waiting to begin there goes back to the queue,

@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 if TYPE_CHECKING:  # loaded by the functions that need it: the core and the CLI start without pandas
     import pandas as pd
@@ -67,7 +68,7 @@ def preempt_reason(detail: str) -> str:
     return detail.partition(";")[2].strip()
 
 
-EVENT_DTYPES = {
+EVENT_DTYPES: dict[str, npt.DTypeLike] = {
     "t_s": float,
     "event": object,
     "job_id": object,
@@ -98,7 +99,7 @@ def events_frame(events: Sequence[tuple] | EventLog) -> pd.DataFrame:
     return pd.DataFrame(events, columns=EVENT_COLUMNS).astype(EVENT_DTYPES)
 
 
-def _column(values: list | array, dtype: object) -> pd.Series:
+def _column(values: list | array, dtype: npt.DTypeLike) -> pd.Series:
     """One column of the log as a Series of ``dtype``: a numeric column reads the log's buffer
     without a copy; a text column shares the log's string objects."""
     import pandas as pd
@@ -186,8 +187,11 @@ def jobs_from_trace(trace: pd.DataFrame, tree: BudgetTree, gpus_per_node: int) -
     # (a third slower over 200,000 jobs).
     # One object per distinct value of the columns that repeat (names, and contract fields
     # from per-kind defaults), not one per job.
-    shared: dict[object, object] = {}
-    one = shared.setdefault
+    # Two tables, text and numbers, so that each hands back the type it is given (a string never
+    # equals a number, so one table would hold the same entries).
+    shared_text: dict[str, str] = {}
+    shared_number: dict[float, float] = {}
+    text, number = shared_text.setdefault, shared_number.setdefault
     for i, row in enumerate(zip(*(ordered[c].tolist() for c in cols))):
         (
             job_id,
@@ -204,11 +208,11 @@ def jobs_from_trace(trace: pd.DataFrame, tree: BudgetTree, gpus_per_node: int) -
             util,
             patience,
         ) = row
-        user, project, kind = one(user, user), one(project, project), one(kind, kind)
+        user, project, kind = text(user, user), text(project, project), text(kind, kind)
         min_rt, ckpt, util = (
-            one(min_rt, min_rt),
-            one(ckpt, ckpt),
-            one(util, util),
+            number(min_rt, min_rt),
+            number(ckpt, ckpt),
+            number(util, util),
         )  # (floats: validated)
         gpus = int(gpus)
         jobs.append(

@@ -1,15 +1,15 @@
-"""Node failures, automatic drain and human repairs (docs/model.md, "Node health").
+"""Node failures, automatic removal from service and human repairs (docs/model.md, "Node health").
 
 Each node fails at exponential times (``mtbf_hours`` per node), counted from when it was last
 in service. What happens next depends on the repair mode:
 
-* ``automatic`` (impactful's default): the failure is detected at once; the node is drained
+* ``automatic`` (impactful's default): the failure is detected at once; the node is taken out of service
   (its jobs fail and are requeued) and repaired without a person in ``auto_repair_hours``,
   except for a ``human_fraction`` of failures (hardware to replace) that take a person
   ``human_repair_hours``.
 * ``manual`` (legacy's default): nobody notices at first. The node stays in service and every
   job that lands on it dies after ``crash_s``, until a person notices (``detect_hours``),
-  drains it and repairs it in ``human_repair_hours``. Every repair is a human repair.
+  takes it out and repairs it in ``human_repair_hours``. Every repair is a human repair.
 
 In both modes the node is unhealthy from the failure to the repair (``node_down`` and
 ``node_up`` in the event log), which is what availability measures.
@@ -27,7 +27,14 @@ from ..base.config import REPAIR_MODES, HealthConfig, RepairMode
 from ..base.rng import family
 from ..base.units import HOUR_S
 
-__all__ = ["REPAIR_MODES", "HealthConfig", "NodeHealth", "RepairMode"]
+__all__ = ["REPAIR_MODES", "HealthConfig", "NodeHealth", "RepairMode", "repair_mode"]
+
+
+def repair_mode(value: str) -> RepairMode:
+    """``value`` (a policy's default ``repair``, declared as text) as a repair mode."""
+    if value in REPAIR_MODES:
+        return value
+    raise ValueError(f"repair mode must be one of {', '.join(REPAIR_MODES)}, got {value!r}")
 
 
 class NodeOps(Protocol):
@@ -48,10 +55,10 @@ class NodeOps(Protocol):
         ...
 
     def node_failed(self, node: int, detail: str) -> None:
-        """``node`` has just failed; its jobs fail, and it stays in service until drained."""
+        """``node`` has just failed; its jobs fail, and it stays in service until taken out."""
         ...
 
-    def drain(self, node: int) -> None:
+    def take_out(self, node: int) -> None:
         """Take failed ``node`` out of service; jobs still on it fail."""
         ...
 
@@ -76,14 +83,17 @@ class NodeHealth:
             self._next_failure(node)
 
     def _next_failure(self, node: int) -> None:
-        gap_s = self.rng[node].exponential(self.config.mtbf_hours * HOUR_S)  # type: ignore[operator]
+        mtbf_hours = self.config.mtbf_hours
+        if mtbf_hours is None:  # (never: without an MTBF no node fails, so none is repaired)
+            return
+        gap_s = self.rng[node].exponential(mtbf_hours * HOUR_S)
         self.ops.at(self.ops.now + gap_s, self._fail, node)
 
     def _fail(self, node: int) -> None:
         ops, config = self.ops, self.config
         ops.node_failed(node, detail=f"failure; repair={self.mode}")
         if self.mode == "automatic":
-            ops.drain(node)
+            ops.take_out(node)
             human = self.rng[node].random() < config.human_fraction
             hours = config.human_repair_hours if human else config.auto_repair_hours
             ops.at(ops.now + hours * HOUR_S, self._repair, node, human)
@@ -91,7 +101,7 @@ class NodeHealth:
             ops.at(ops.now + config.detect_hours * HOUR_S, self._detect, node)
 
     def _detect(self, node: int) -> None:
-        self.ops.drain(node)
+        self.ops.take_out(node)
         self.ops.at(
             self.ops.now + self.config.human_repair_hours * HOUR_S, self._repair, node, True
         )

@@ -43,8 +43,11 @@ def run_times(rows: Rows, submit: str, start: str, end: str, duration: str | Non
     a duration is skipped as unfinished (censored); an end before the start is an error.
     """
     sub, beg, fin = times(rows, submit), times(rows, start), times(rows, end)
-    has_dur = duration is not None and duration in rows.frame.columns
-    dur_col = numbers(rows, duration, required=False) if has_dur else None
+    dur_col = (
+        numbers(rows, duration, required=False)
+        if duration is not None and duration in rows.frame.columns
+        else None
+    )
     idx = rows.frame.index
     sub, beg, fin = sub.loc[idx], beg.loc[idx], fin.loc[idx]
     rows.bad(sub.isna().to_numpy(), submit, "missing submit time")
