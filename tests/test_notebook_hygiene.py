@@ -13,11 +13,14 @@ from pathlib import Path
 
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 #: Stored outputs carry a palette PNG of every chart (10-35 KB each): a lesson of about ten charts
 #: stays under this, against about 1 MB for one stored with its widget state.
 MAX_BYTES = 300_000
 PARAMETERS = "# Parameters"
+#: A markdown link to a notebook by relative path: ``[05-fragmentation](05-fragmentation.ipynb)``.
+NOTEBOOK_LINK = re.compile(r"\]\(((?:notebooks/)?[\w.-]+\.ipynb)\)")
 
 
 def code_cells(path: Path) -> list[dict]:
@@ -26,6 +29,11 @@ def code_cells(path: Path) -> list[dict]:
 
 def source(cell: dict) -> str:
     return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def markdown(path: Path) -> str:
+    cells = json.loads(path.read_text())["cells"]
+    return "\n".join(source(c) for c in cells if c["cell_type"] == "markdown")
 
 
 def is_parameters(cell: dict) -> bool:
@@ -106,3 +114,19 @@ def test_starts_with_a_title_and_has_checked_numbers(path):
     assert all(c.get("outputs") for c in checked), (
         f"{path.name}: a checked cell has no stored output"
     )
+
+
+def test_start_here_and_the_readme_list_every_lesson():
+    """00's table of lessons and the README's link every notebook, and nothing else."""
+    names = {p.name for p in NOTEBOOKS}
+    start = NOTEBOOK_LINK.findall(markdown(ROOT / "notebooks/00-start-here.ipynb"))
+    assert set(start) == names, f"00-start-here links {sorted(start)}, the lessons: {sorted(names)}"
+    readme = NOTEBOOK_LINK.findall((ROOT / "README.md").read_text())
+    assert {t.removeprefix("notebooks/") for t in readme} == names, sorted(readme)
+    assert all(t.startswith("notebooks/") for t in readme), sorted(readme)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_links_to_other_notebooks_resolve(path):
+    for target in NOTEBOOK_LINK.findall(markdown(path)):
+        assert (path.parent / target).is_file(), f"{path.name} links {target}, which does not exist"
