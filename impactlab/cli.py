@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, overload
 
+from .analysis.catalog import BY_NAME, COUNTS, FRACTIONS, SCALAR
 from .analysis.findings import queue_path
 from .base.config import PAIRINGS, REPAIR_MODES, SimConfig, parameter, parameters
 from .base.files import (
@@ -35,40 +36,6 @@ if TYPE_CHECKING:  # the modules that run simulations load when a command needs 
 
 log = logging.getLogger("impactlab")
 
-HEADLINE = (
-    "availability",
-    "occupancy",
-    "occupancy_funded",
-    "occupancy_unallocated",
-    "utilization",
-    "impact",
-    "impact_useful",
-    "impact_strict",
-    "unallocated_share",
-    "jain",
-    "requested_ratio",
-    "preemption_lost_share",
-    "preempted_repeatedly_share",
-    "queued_at_end_share",
-)
-COUNTS = (
-    "preemptions",
-    "preemptions_per_job_max",
-    "funded_preemptions_per_job_max",
-    "lost_gpu_hours",
-    "withdrawn",
-    "queued_at_end",
-    "sessions_killed",
-    "sessions_killed_share",
-    "session_lost_gpu_hours",
-    "session_cut_gpu_hours",
-    "resubmits",
-    "node_failures",
-    "human_repairs",
-    "auto_repairs",
-    "jobs_hit",
-    "failure_lost_gpu_hours",
-)
 #: Per-kind columns of the readable summary: (summary key, heading, format).
 KIND_CELLS = (
     ("jobs", "jobs", "d"),
@@ -82,7 +49,7 @@ KIND_CELLS = (
 )
 
 
-W = max(map(len, (*HEADLINE, *COUNTS))) + 2  # the name column of the readable tables
+W = max(map(len, SCALAR)) + 2  # the name column of the readable tables
 
 
 class UsageError(Exception):
@@ -403,8 +370,10 @@ def format_table(summary: dict) -> str:
         f"simulated in {summary['sim_wall_s']:.2f} s"
     )
     lines = [title]
-    lines += [f"  {name:{W}} {_cell(summary[name], '.3f', 7)}" for name in HEADLINE]
-    lines += [f"  {name:{W}} {_cell(summary[name], '.1f', 7)}" for name in COUNTS]
+    lines += [
+        f"  {name:{W}} {_cell(summary[name], BY_NAME[name].fmt, 7)}"
+        for name in (*FRACTIONS, *COUNTS)
+    ]
     lines.append(f"  {'queued jobs by quarter':{W}} {queue_path(summary['queue_quarters'])}")
     if summary["repair"] is not None:
         lines += [
@@ -437,7 +406,7 @@ def format_comparison(summaries: list[dict]) -> str:
         f"{summaries[0]['jobs']} jobs on {summaries[0]['gpus']} GPUs, {_window(summaries[0])}",
         head,
     ]
-    for name in (*HEADLINE, *COUNTS, "sim_wall_s"):
+    for name in (*FRACTIONS, *COUNTS, "sim_wall_s"):
         lines.append(f"  {name:{W}}" + "".join(_cell(s[name], ".3f", 12) for s in summaries))
     lines.append("  queued jobs at the window's start and at the end of each quarter:")
     lines += [f"    {s['policy']:22} {queue_path(s['queue_quarters'])}" for s in summaries]

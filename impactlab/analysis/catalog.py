@@ -20,7 +20,7 @@ class Metric:
     name: str
     label: str  # in words, for axis titles and table rows
     unit: str  # "share" (of 1), "GPU-hours", "jobs", "count", "index" or "flag"
-    fmt: str  # format spec of a readable table
+    fmt: str  # format spec of a readable table, for a float value (an int is shown whole)
     better: Better
     kind: Literal["fraction", "count"]  # a headline fraction, or a count or amount
 
@@ -29,7 +29,7 @@ def _fraction(name: str, label: str, better: Better, unit: str = "share") -> Met
     return Metric(name, label, unit, ".3f", better, "fraction")
 
 
-def _count(name: str, label: str, better: Better, unit: str = "count", fmt: str = "d") -> Metric:
+def _count(name: str, label: str, better: Better, unit: str = "count", fmt: str = ".1f") -> Metric:
     return Metric(name, label, unit, fmt, better, "count")
 
 

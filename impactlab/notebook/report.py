@@ -22,12 +22,12 @@ from typing import Any
 
 import pandas as pd
 
+from ..analysis.catalog import SWEEP_HEADLINE
 from ..analysis.results import SimResult
 from ..base.config import SimConfig
 from ..base.params import ParamError
 from ..base.registry import policy_class
 from ..runs.sweep import (
-    HEADLINE,
     RUNS,
     code_version,
     describe,
@@ -102,10 +102,11 @@ def sweep_sections(source: Path) -> list[str]:
     ok = frame[frame["status"] == "ok"]
     parts = [section("Sweep", _sweep_overview(frame, manifest))]
     if not ok.empty:
-        stats = summarise_sweep(frame, [m for m in HEADLINE if m in frame])
+        stats = summarise_sweep(frame, [m for m in SWEEP_HEADLINE if m in frame])
         parts.append(
             section(
-                "Headline (mean ± 95% CI across seeds)", table_html(headline_table(stats, HEADLINE))
+                "Headline (mean ± 95% CI across seeds)",
+                table_html(headline_table(stats, SWEEP_HEADLINE)),
             )
         )
         parts.append(
@@ -184,7 +185,7 @@ def result_sections(results: list[SimResult]) -> list[str]:
 
     metrics = pd.DataFrame({r.run: r.metrics() for r in results})
     table = (
-        metrics.loc[[m for m in HEADLINE if m in metrics.index]]
+        metrics.loc[[m for m in SWEEP_HEADLINE if m in metrics.index]]
         .map(_number)
         .reset_index(names="metric")
     )

@@ -46,7 +46,7 @@ from typing import Any, Self
 
 import pandas as pd
 
-from ..analysis.catalog import SCALAR
+from ..analysis.catalog import SCALAR, SWEEP_HEADLINE
 from ..base.config import SHARE_PREFIX, HealthConfig, SimConfig, parameters
 from ..base.files import OutputPathError, check_output_dir, find_input
 from ..base.params import ParamError, declared
@@ -59,17 +59,6 @@ log = logging.getLogger(__name__)
 
 #: Bookkeeping columns of a sweep frame, between the config columns and the metrics.
 META = ("run_key", "point_key", "status", "error", "warnings", "wall_s")
-#: Metrics of headline tables (report, CLI), in the order people read them.
-HEADLINE = (
-    "impact",
-    "impact_useful",
-    "occupancy",
-    "utilization",
-    "unallocated_share",
-    "wait_p90_s.debug",
-    "preemptions",
-    "lost_gpu_hours",
-)
 RUNS = "runs"
 MANIFEST = "sweep.json"
 _METRIC_PREFIXES = ("preemptions.", "wait_", "queued_")
@@ -743,7 +732,7 @@ def summarise_sweep(frame: pd.DataFrame, metrics: Sequence[str] | None = None) -
     return stats[["label", *keys, "point_key", "metric", "n", "mean", "std", "ci_low", "ci_high"]]
 
 
-def headline_table(stats: pd.DataFrame, metrics: Sequence[str] = HEADLINE) -> pd.DataFrame:
+def headline_table(stats: pd.DataFrame, metrics: Sequence[str] = SWEEP_HEADLINE) -> pd.DataFrame:
     """Per config (row) and metric (column) of a ``summarise_sweep`` table: "mean ± CI half-width",
     with the config's label and its seeds."""
     stats = stats[stats["metric"].isin(metrics)]

@@ -99,7 +99,9 @@ class Cluster:
     def take_out(self, node: int) -> None:
         """Take an idle node out of service (a down node is never placed on)."""
         if self.free[node] != self.gpus_per_node or node in self.down:
-            raise RuntimeError(f"node {node} cannot be taken out of service: it is busy or already down")
+            raise RuntimeError(
+                f"node {node} cannot be taken out of service: it is busy or already down"
+            )
         self._set(node, 0)
         self.by_free[0].discard(node)
         self._reshield(node, self.gpus_per_node)  # nothing on it can be cleared for a gang
