@@ -14,20 +14,25 @@ import pandas as pd
 
 from ..base.gangs import SIZE_BUCKETS
 from ..inputs.budgets import ROOT, BudgetTree
+from ..sim.events import Ev
 
-END_EVENTS = ("preempt", "finish", "fail")
+END_EVENTS = (Ev.PREEMPT, Ev.FINISH, Ev.FAIL)
 QUEUE_DELTA = {
-    "submit": 1,
-    "requeue": 1,
-    "resubmit": 1,
-    "start": -1,
-    "withdraw": -1,
+    Ev.SUBMIT: 1,
+    Ev.REQUEUE: 1,
+    Ev.RESUBMIT: 1,
+    Ev.START: -1,
+    Ev.WITHDRAW: -1,
 }  # how events move the queue
 #: The backlog "grows through the run" when the queue is longer at the end of each quarter of the
 #: window than at the end of the one before, and at the end at least this many times (and this
 #: many jobs) longer than at the start: waits then grow with the run's length and mean little.
 BACKLOG_GROWTH, BACKLOG_MIN_JOBS = 2.0, 20
-TERMINAL = {"finish": "finished", "withdraw": "withdrawn", "kill": "killed"}  # last event -> state
+TERMINAL = {
+    Ev.FINISH: "finished",
+    Ev.WITHDRAW: "withdrawn",
+    Ev.KILL: "killed",
+}  # last event -> state
 SESSION = "interactive"  # the kind whose preemption may end it (a kill)
 
 
@@ -132,7 +137,7 @@ def attempts(events: pd.DataFrame, horizon_s: float, job: np.ndarray | None = No
     A preempted attempt holds its GPUs until their release (the ``requeue`` or ``kill`` after its
     grace period), and its grace period counts as lost: it holds GPUs and makes no progress."""
     job = job_codes(events["job_id"]) if job is None else job
-    starts = np.flatnonzero((events["event"] == "start").to_numpy())
+    starts = np.flatnonzero((events["event"] == Ev.START).to_numpy())
     ends, end_s, lost_s = _releases(events, horizon_s, job)
     start_job = job[starts]
     match = nth_match(start_job, job[ends])
@@ -173,13 +178,13 @@ def _releases(events: pd.DataFrame, horizon_s: float, job: np.ndarray) -> tuple[
     event, t = events["event"].to_numpy(), events["t_s"].to_numpy()
     rows = np.flatnonzero(events["event"].isin(END_EVENTS).to_numpy())
     end_s, lost_s = t[rows], events["lost_s"].to_numpy()[rows]
-    preempt = event[rows] == "preempt"
+    preempt = event[rows] == Ev.PREEMPT
     if not preempt.any():
         return rows, end_s, lost_s
     nxt = next_row(job)[rows]
     nxt_event = _take(event, nxt, "")
     release = np.where(
-        (nxt_event == "requeue") | (nxt_event == "kill"), _take(t, nxt, np.nan), horizon_s
+        (nxt_event == Ev.REQUEUE) | (nxt_event == Ev.KILL), _take(t, nxt, np.nan), horizon_s
     )
     end_s = np.where(preempt, release, end_s)
     return rows, end_s, lost_s + (end_s - t[rows])
@@ -209,16 +214,16 @@ def _job_table(
     rows over their ids."""
     n_jobs = len(submitted)
     event, t = events["event"].to_numpy(), events["t_s"].to_numpy()
-    att_job = job[event == "start"]
+    att_job = job[event == Ev.START]
     out = submitted[["job_id", "submit_s", "user", "project", "kind", "gpus", "util"]].reset_index(
         drop=True
     )
     out = out.join(_attempt_totals(att, att_job, n_jobs))
-    for ev in ("preempt", "fail", "kill", "resubmit"):
+    for ev in (Ev.PREEMPT, Ev.FAIL, Ev.KILL, Ev.RESUBMIT):
         out[f"{ev}s"] = _count(job[event == ev], n_jobs)
-    last = _last_row(job, np.isin(event, [*TERMINAL, "resubmit"]), n_jobs)
+    last = _last_row(job, np.isin(event, [*TERMINAL, Ev.RESUBMIT]), n_jobs)
     last_event = _take(event, last, "")
-    ended = (last >= 0) & (last_event != "resubmit")  # a resubmission reopens a job
+    ended = (last >= 0) & (last_event != Ev.RESUBMIT)  # a resubmission reopens a job
     out["end_s"] = np.where(ended, _take(t, last, np.nan), np.nan)
     open_attempt = (
         _take(att["ended_by"].to_numpy(object), _last_row(att_job, True, n_jobs), "") == "running"
@@ -271,10 +276,12 @@ def _last_row(codes: np.ndarray, mask: np.ndarray | bool, n_jobs: int) -> np.nda
 
 def _away_s(events: pd.DataFrame, job: np.ndarray, n_jobs: int) -> np.ndarray:
     """Per job (table row): seconds between each kill and the resubmission that followed it."""
-    rows = np.flatnonzero(events["event"].isin(["kill", "resubmit"]).to_numpy())
+    rows = np.flatnonzero(events["event"].isin([Ev.KILL, Ev.RESUBMIT]).to_numpy())
     t, code = events["t_s"].to_numpy()[rows], job[rows]
     before = previous_row(code)
-    back = (events["event"].to_numpy()[rows] == "resubmit") & (before >= 0) & _per_job(code, n_jobs)
+    back = (
+        (events["event"].to_numpy()[rows] == Ev.RESUBMIT) & (before >= 0) & _per_job(code, n_jobs)
+    )
     gap = pd.Series(t[back] - t[before[back]])
     return gap.groupby(code[back]).sum().reindex(range(n_jobs), fill_value=0.0).to_numpy()
 
@@ -295,8 +302,8 @@ def capacity_steps(
     events: pd.DataFrame, capacity: int, gpus_per_node: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Healthy GPUs as a step function: change times and the value from each time on."""
-    nodes = events[events["event"].isin(["node_down", "node_up"])]
-    delta = np.where(nodes["event"] == "node_down", -gpus_per_node, gpus_per_node)
+    nodes = events[events["event"].isin([Ev.NODE_DOWN, Ev.NODE_UP])]
+    delta = np.where(nodes["event"] == Ev.NODE_DOWN, -gpus_per_node, gpus_per_node)
     t = np.concatenate([[0.0], nodes["t_s"].to_numpy()])
     return t, capacity + np.concatenate([[0], np.cumsum(delta)])
 
@@ -603,7 +610,7 @@ def summarise(
     down = down_intervals(events, horizon_s) if down is None else down
     table = _job_table(events, submitted, job, att, horizon_s)
     table["leaf"] = tree.leaves_for(table["project"], table["user"])  # -1: unallocated
-    keys = Keys(job, job[(events["event"] == "start").to_numpy()], table["kind"].to_numpy(object))
+    keys = Keys(job, job[(events["event"] == Ev.START).to_numpy()], table["kind"].to_numpy(object))
     att_leaf = table["leaf"].to_numpy(int)[keys.att_job]
     healthy = healthy_gpu_s(events, window, gpus_per_node)
     held_s = held_gpu_s(att, down, window, gpus_per_node)
@@ -623,7 +630,7 @@ def summarise(
     got = np.minimum(leaves["delivered_gpu_s"].to_numpy(), owed)
     waits, by_size = wait_stats(table, window)
     queued = wait_stats(table, window, "queued_s")[0]
-    preempts = _in_window(events, window) & (events["event"] == "preempt").to_numpy()
+    preempts = _in_window(events, window) & (events["event"] == Ev.PREEMPT).to_numpy()
     entitled = leaves["entitled_gpu_s"].sum()
     strict = _ratio(np.minimum(leaves["delivered_gpu_s"], leaves["entitled_gpu_s"]).sum(), entitled)
     resubmitted = _resubmitted(events, job)
@@ -639,8 +646,8 @@ def summarise(
         "impact_strict": float(strict),
         "unallocated_share": _ratio(held_s[~funded].sum(), held_s.sum()),
         "preemptions": int(preempts.sum()),
-        "lost_gpu_hours": lost_to(att, "preempt", window) / 3600.0,
-        "preemption_lost_share": _ratio(wasted_gpu_s(att, window, "preempt").sum(), held_s.sum()),
+        "lost_gpu_hours": lost_to(att, Ev.PREEMPT, window) / 3600.0,
+        "preemption_lost_share": _ratio(wasted_gpu_s(att, window, Ev.PREEMPT).sum(), held_s.sum()),
         **preemption_spread(job, att, keys.att_job, table, window, preempts),
         "jain": jain(got[owed > 0] / owed[owed > 0]),
         "requested_ratio": _requested_ratio(table, window, gpus_per_node),
@@ -705,16 +712,16 @@ def session_summary(
     a resubmission (``resubmitted``: ``_resubmitted(events, keys.job)``)."""
     session = keys.kind[keys.att_job] == SESSION
     inside = _in_window(events, window)
-    kills = inside & (events["event"] == "kill").to_numpy()
+    kills = inside & (events["event"] == Ev.KILL).to_numpy()
     return {
         "sessions_killed": int(kills.sum()),
         "sessions_killed_share": _ratio(
             _distinct(keys.job[kills]), _distinct(keys.att_job[session & _ran_in(att, window)])
         ),
-        "session_lost_gpu_hours": float(_lost_gpu_s(att, "preempt", window)[session].sum())
+        "session_lost_gpu_hours": float(_lost_gpu_s(att, Ev.PREEMPT, window)[session].sum())
         / 3600.0,
         "session_cut_gpu_hours": cut_gpu_s(events, np.flatnonzero(kills), resubmitted) / 3600.0,
-        "resubmits": int((inside & (events["event"] == "resubmit").to_numpy()).sum()),
+        "resubmits": int((inside & (events["event"] == Ev.RESUBMIT).to_numpy()).sum()),
         "resubmit_wait_s": percentiles(resubmit_waits(events, window, keys.job)),
     }
 
@@ -744,8 +751,8 @@ def cut_gpu_s(events: pd.DataFrame, kills: np.ndarray, resubmitted: np.ndarray) 
 
 def _resubmitted(events: pd.DataFrame, job: np.ndarray) -> np.ndarray:
     """Per row of the log: a kill whose session was submitted again later (before the end)."""
-    rows = np.flatnonzero(events["event"].isin(["kill", "resubmit"]).to_numpy())
-    following = _take(events["event"].to_numpy()[rows], next_row(job[rows]), "") == "resubmit"
+    rows = np.flatnonzero(events["event"].isin([Ev.KILL, Ev.RESUBMIT]).to_numpy())
+    following = _take(events["event"].to_numpy()[rows], next_row(job[rows]), "") == Ev.RESUBMIT
     out = np.zeros(len(events), bool)
     out[rows] = following
     return out
@@ -757,10 +764,10 @@ def resubmit_waits(
     """Seconds from each resubmission in the window to the session's next start (or its
     withdrawal, or the end of the run). ``job`` is ``job_codes`` of the log's rows."""
     job = job_codes(events["job_id"]) if job is None else job
-    mask = events["event"].isin(["resubmit", "start", "withdraw"]).to_numpy()
+    mask = events["event"].isin([Ev.RESUBMIT, Ev.START, Ev.WITHDRAW]).to_numpy()
     rows = events[mask]
     nxt = pd.Series(_take(rows["t_s"].to_numpy(), next_row(job[mask]), window.t1), index=rows.index)
-    back = (rows["event"] == "resubmit") & (rows["t_s"] >= window.t0) & (rows["t_s"] < window.t1)
+    back = (rows["event"] == Ev.RESUBMIT) & (rows["t_s"] >= window.t0) & (rows["t_s"] < window.t1)
     return (nxt - rows["t_s"])[back]
 
 
@@ -785,10 +792,10 @@ def by_kind(
     att_code, ran, lost = (
         code[keys.att_job],
         _ran_in(att, window),
-        _lost_gpu_s(att, "preempt", window),
+        _lost_gpu_s(att, Ev.PREEMPT, window),
     )
     event = events["event"].to_numpy()
-    hit = np.flatnonzero(_in_window(events, window) & ((event == "preempt") | (event == "kill")))
+    hit = np.flatnonzero(_in_window(events, window) & ((event == Ev.PREEMPT) | (event == Ev.KILL)))
     hit_job, hit_event = keys.job[hit], event[hit]
     hit_code = code[hit_job]
     mine = _submitted_in(table, window)
@@ -798,8 +805,8 @@ def by_kind(
     for i, k in enumerate(kinds):
         jobs, ran_jobs = mine & (code == i), _distinct(keys.att_job[ran & (att_code == i)])
         preempts, kills = (
-            (hit_code == i) & (hit_event == "preempt"),
-            (hit_code == i) & (hit_event == "kill"),
+            (hit_code == i) & (hit_event == Ev.PREEMPT),
+            (hit_code == i) & (hit_event == Ev.KILL),
         )
         rows.append(
             {
@@ -846,7 +853,7 @@ KIND_COLUMNS = [
 def down_intervals(events: pd.DataFrame, horizon_s: float) -> pd.DataFrame:
     """One row per failure: node, down_s, up_s (the horizon if still under repair), repair."""
     event = events["event"].to_numpy()
-    downs, ups = events[event == "node_down"], events[event == "node_up"]
+    downs, ups = events[event == Ev.NODE_DOWN], events[event == Ev.NODE_UP]
     node = downs["nodes"].to_numpy().astype(int)
     match = nth_match(
         node, ups["nodes"].to_numpy().astype(int)
@@ -922,14 +929,14 @@ def health_summary(
         (down["up_s"] >= window.t0) & (down["up_s"] < window.t1) & (down["repair"] != "open")
     ]
     fails = events[
-        (events["event"] == "fail") & (events["t_s"] >= window.t0) & (events["t_s"] < window.t1)
+        (events["event"] == Ev.FAIL) & (events["t_s"] >= window.t0) & (events["t_s"] < window.t1)
     ]
     return {
         "node_failures": len(began),
         "human_repairs": int((done["repair"] == "human").sum()),
         "auto_repairs": int((done["repair"] == "automatic").sum()),
         "jobs_hit": int(fails["job_id"].nunique()),
-        "failure_lost_gpu_hours": lost_to(att, "fail", window) / 3600.0,
+        "failure_lost_gpu_hours": lost_to(att, Ev.FAIL, window) / 3600.0,
     }
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 
 from ..base.units import DAY_S, HOUR_S
 from ..inputs.budgets import ROOT, BudgetTree
+from ..sim.events import Ev
 from .metrics import (
     QUEUE_DELTA,
     SIZE_BUCKETS,
@@ -195,7 +196,7 @@ def preemption_costs(att: pd.DataFrame, kind_of: pd.Series) -> pd.DataFrame:
     paid_next = (
         pd.Series(overhead * gpus, index=att.index).groupby(att["job_id"]).shift(-1).fillna(0.0)
     )
-    hit = (att["ended_by"] == "preempt").to_numpy()
+    hit = (att["ended_by"] == Ev.PREEMPT).to_numpy()
     return pd.DataFrame(
         {
             "t_s": att["end_s"].to_numpy()[hit],
@@ -245,7 +246,7 @@ def preemptions_by_kind(att: pd.DataFrame, trace: pd.DataFrame, window: Window) 
             .reindex(kinds, fill_value=0)
             .to_numpy(int),
             "lost_gpu_hours": [
-                lost_to(att[att_kind == k], "preempt", window) / HOUR_S for k in kinds
+                lost_to(att[att_kind == k], Ev.PREEMPT, window) / HOUR_S for k in kinds
             ],
         }
     )
