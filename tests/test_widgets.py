@@ -193,3 +193,52 @@ def test_keys_the_servers_add_to_the_url_are_not_presets():
     assert params == {"gpus": "88", "policy": "legacy"} and options == {}
     app = Explorer.from_query("gpus=48&days=2&token=abc123")
     assert app.message.value == "" and app.results[0].config.gpus == 48
+
+
+#: The example trace shipped inside the package, named as a user types it: a bare file name.
+SHIPPED_TRACE = "example-trace-88gpu-3d.csv"
+
+
+def test_a_shipped_trace_by_its_bare_name_runs_from_any_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # not the repository, not the notebooks folder
+    app = Explorer(config=il.SimConfig(gpus=88, days=2.0, seed=1), auto_s=60.0)
+    app.workload.value = "file"
+    app.file.value = SHIPPED_TRACE
+    assert app.message.value == "" and app.runs == 2, html.unescape(app.message.value)
+    result = app.results[0]
+    assert result.provenance["source"] == "file"
+    assert result.provenance["path"].endswith(SHIPPED_TRACE)
+    assert result.config.days == pytest.approx(3.0, abs=0.1)  # the trace's span, not the slider's
+    assert "impactlab-ready" in app.status._dom_classes
+
+
+def test_a_trace_path_relative_to_the_working_directory_wins(tmp_path, monkeypatch):
+    from impactlab.base.files import DATA
+
+    (tmp_path / SHIPPED_TRACE).write_bytes((DATA / SHIPPED_TRACE).read_bytes())
+    monkeypatch.chdir(tmp_path)
+    app = Explorer(config=il.SimConfig(gpus=88, days=2.0, seed=1), auto_s=60.0, run=False)
+    app.workload.value = "file"
+    with app.hold():
+        app.file.value = SHIPPED_TRACE
+    assert app.config().trace_path == str(tmp_path.resolve() / SHIPPED_TRACE)
+
+
+@pytest.mark.parametrize("typed", ["no-such-trace.csv", "traces/no-such-trace.csv"])
+def test_a_missing_trace_file_is_named_with_where_it_was_looked_for_and_runs_nothing(
+    typed, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    # auto_s=0: any run would wait for the button after showing its estimate; none may be shown
+    app = Explorer(config=SMALL, auto_s=0.0)
+    app.workload.value = "file"
+    app.file.value = typed
+    message = html.unescape(app.message.value)
+    assert f"trace file {typed!r} not found" in message
+    assert str(tmp_path / typed) in message  # where it looked: the working directory
+    assert ("shipped files" in message) == ("/" not in typed)  # and, for a bare name, the data
+    assert "impactlab-error" in app.status._dom_classes
+    assert "press Run" not in app.status.value and "about" not in app.status.value  # no estimate
+    assert app.run_button.button_style != "warning"
+    assert app.run() is None and app.runs == 1  # the button runs nothing either
+    assert "impactlab-stale" in app.tabs._dom_classes  # the charts are the synthetic run's

@@ -29,13 +29,14 @@ from traitlets import TraitError
 from ..analysis.explain import story_choices
 from ..analysis.results import SimResult
 from ..base.config import SimConfig, parameters
-from ..base.files import shipped_files
+from ..base.files import DATA, find_input, shipped_files
 from ..base.params import Param, ParamError
 from ..base.registry import policy_names
+from ..base.units import DAY_S
 from ..inputs.budgets import BudgetError
 from ..inputs.scenario import ScenarioError, load_scenario
 from ..inputs.trace import TraceError
-from ..inputs.workload import Inputs, inputs_key, prepare
+from ..inputs.workload import Inputs, fit, inputs_key, prepare
 from ..runs.simulate import compare
 from . import charts
 
@@ -47,7 +48,7 @@ SYNTHETIC = "synthetic"
 MAIN = {"Cluster and workload": ("gpus", "days", "demand", "seed"), "Policy": ("policy",)}
 HIDDEN = {"trace_path", "trace_format", "budgets_path", "gpus_per_node", "unknown_projects"}
 #: Tabs of the chart area: title -> chart function of a list of results.
-TABS: dict[str, Callable[[list[SimResult]], alt.TopLevelMixin]] = {
+TABS: dict[str, Callable[[list[SimResult]], alt.TopLevelSpec]] = {
     "Headline": charts.headline,
     "Waits": charts.waits,
     "Shares": lambda rs: charts.shares(rs, level="program"),
@@ -158,6 +159,22 @@ def control(param: Param, value: Any) -> w.Widget:
     return widget
 
 
+def trace_file(text: str) -> Path:
+    """The trace file a path typed into the Explorer means (``find_input``): the path itself,
+    relative to the working directory, else the shipped file of that bare name. A ParamError
+    naming the path and where it was looked for when there is no such file."""
+    found = find_input(text)
+    if found.is_file():
+        return found.resolve()
+    if found.is_dir():
+        raise ParamError(f"trace file {text!r} is a directory, not a file")
+    given = Path(text)
+    where = f"looked for {given if given.is_absolute() else Path.cwd() / given}"
+    if not given.is_absolute() and len(given.parts) == 1:  # a bare name: the shipped files too
+        where += f", then among the shipped files in {DATA}"
+    raise ParamError(f"trace file {text!r} not found ({where})")
+
+
 def read(param: Param, widget: w.Widget) -> Any:
     """The parameter value a control holds (text parsed; empty text is none)."""
     return param.parse(widget.value) if isinstance(widget, w.Text) else widget.value
@@ -186,7 +203,8 @@ def parse_query(query: str) -> tuple[dict[str, str], dict[str, str]]:
     """A URL query string split into declared parameters and Explorer options
     (``scenario``, ``compare`` = the second policy, ``tab``). Keys the servers add on their way
     (Binder's redirect adds ``token``; Voila reads ``voila-*``) are not presets."""
-    options, params = {}, {}
+    options: dict[str, str] = {}
+    params: dict[str, str] = {}
     for key, value in parse_qsl(query.lstrip("?"), keep_blank_values=True):
         if key in SERVER_KEYS or key.startswith("voila-"):
             continue
@@ -275,6 +293,7 @@ class Explorer(w.VBox):
             f"<small>A change runs by itself when the run is expected to take under "
             f"{self.auto_s:g} s; a longer one waits for <b>Run</b> and shows its progress.</small>"
         )
+        self.rule.add_class("impactlab-rule")
         self.run_button = w.Button(
             description="Run", icon="play", tooltip="simulate with these settings"
         )
@@ -444,9 +463,11 @@ class Explorer(w.VBox):
         base = self.base
         if self.scenario == "file":
             values.pop("days")  # a trace is replayed over its whole span
-            if not self.file.value.strip():
+            text = self.file.value.strip()
+            if not text:
                 raise ParamError("give a trace file path (or upload one)")
-            base = base.with_params(trace_path=self.file.value.strip(), budgets_path=None)
+            # checked here, before any estimate or run: a missing file is a message at once
+            base = base.with_params(trace_path=str(trace_file(text)), budgets_path=None)
         elif self.scenario == SYNTHETIC:
             base = base.with_params(trace_path=None, budgets_path=None)
         return base.with_params({**values, **self._shares()})
@@ -510,7 +531,8 @@ class Explorer(w.VBox):
             config, budget_shares={k.removeprefix("share."): v for k, v in shares.items()}
         )
         inputs = Inputs(plain.trace, plain.tree.with_shares(config.budget_shares), plain.provenance)
-        slow, self._horizon_s = self.estimate_s(config) > self.auto_s, config.horizon_s
+        self._horizon_s = fit(config, inputs).horizon_s  # a trace's span: known once it is read
+        slow = self.estimate_s(config) > self.auto_s
         self.bar.value, self.bar.layout.display = 0.0, "flex" if slow else "none"
         try:
             results = compare(
@@ -519,7 +541,8 @@ class Explorer(w.VBox):
         finally:
             self.bar.layout.display = "none"
         wall = time.perf_counter() - began
-        self._rate_s = max(wall / (config.gpus * config.days * config.demand * len(results)), 1e-7)
+        gpu_days = config.gpus * self._horizon_s / DAY_S * config.demand * len(results)
+        self._rate_s = max(wall / gpu_days, 1e-7)
         return Run(results, sum(r.sim_wall_s for r in results), wall)
 
     def _advance(self, t_s: float) -> None:

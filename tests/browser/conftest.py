@@ -302,15 +302,21 @@ def browser() -> Iterator:
 
 @contextlib.contextmanager
 def new_page(browser, artifacts: Path, failed) -> Iterator:
-    """A fresh page in its own context; ``page.problems`` collects console and page errors.
-    If ``failed()`` says so at the end, a screenshot of the page as it was is saved, named
+    """A fresh page in its own context. ``page.problems`` collects console and page errors,
+    ``page.remote_failures`` the console errors of failed requests to other machines (see
+    ``record_console_error``), ``page.requests`` the URL of every request the page makes,
+    websockets included; ``page.outside_requests()`` lists those to other machines. If
+    ``failed()`` says so at the end, a screenshot of the page as it was is saved, named
     ``<name>-FAILED.png`` after what ``failed`` returns."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     page.set_default_timeout(60_000)
-    page.problems = []
+    page.problems, page.remote_failures, page.requests = [], [], []
     page.on("pageerror", lambda exc: page.problems.append(f"pageerror: {exc}"))
-    page.on("console", lambda msg: record_console_error(page.problems, msg))
+    page.on("console", lambda msg: record_console_error(page, msg))
+    page.on("request", lambda request: page.requests.append(request.url))
+    page.on("websocket", lambda socket: page.requests.append(socket.url))
+    page.outside_requests = lambda: outside_requests(page)
     try:
         yield page
         name = failed()
@@ -353,19 +359,37 @@ def safe_name(test: str) -> str:
     return re.sub(r"[^\w.-]+", "_", test)
 
 
-LOCAL = re.compile(r"^https?://(127\.0\.0\.1|localhost)[:/]")
+#: A URL of this machine: its HTTP and websocket servers.
+LOCAL = re.compile(r"^(https?|wss?)://(127\.0\.0\.1|localhost|\[::1\])(:\d+)?(/|$)")
+#: URLs of content the page holds itself (a blob: URL carries the origin that made it).
+IN_PAGE = ("data:", "about:")
 
 
-def record_console_error(problems: list[str], msg) -> None:
-    """Append a console error, with the URL it came from, unless it is a failed remote request.
+def is_local(url: str) -> bool:
+    """Whether a request to ``url`` stays on this machine (or inside the page)."""
+    url = url.removeprefix("blob:")
+    return url.startswith(IN_PAGE) or LOCAL.match(url) is not None
 
-    Voila's page asks a CDN for Font Awesome's CSS; offline (CI, workshops behind a firewall)
-    that request fails with "Failed to load resource: net::ERR_...". It is cosmetic and not
-    ours. A failed request to our own server (127.0.0.1) is still an error.
+
+def outside_requests(page) -> list[str]:
+    """The URLs the page requested from other machines (see ``new_page``)."""
+    return [url for url in page.requests if not is_local(url)]
+
+
+def record_console_error(page, msg) -> None:
+    """Keep a console error, with the URL it came from: a failed request to another machine in
+    ``page.remote_failures``, anything else in ``page.problems``.
+
+    Voila's and JupyterLab's templates link Font Awesome's CSS from a CDN; offline (CI, a
+    workshop behind a firewall) those requests fail with "Failed to load resource:
+    net::ERR_..." and are cosmetic (the widgets bring their own icon font). The Voila tests
+    name the ones they tolerate; a failed request to our own server is always a problem.
     """
     if msg.type != "error":
         return
     url = (msg.location or {}).get("url", "")
-    if msg.text.startswith("Failed to load resource") and url and not LOCAL.match(url):
-        return
-    problems.append(f"console: {msg.text} ({url})")
+    text = f"console: {msg.text} ({url})"
+    if msg.text.startswith("Failed to load resource") and url and not is_local(url):
+        page.remote_failures.append(text)
+    else:
+        page.problems.append(text)

@@ -1,11 +1,15 @@
 """The Explorer as a Voila app, in a real browser: it renders, draws charts, re-runs on every
-control, compares two policies, takes presets from the URL and reports bad ones politely.
+control, compares two policies, marks its charts stale while a change waits for Run, takes
+presets from the URL and reports bad ones politely, and asks other machines for nothing but
+the stylesheets Voila's own template links (``TEMPLATE_CDN``).
 
 Every wait is on the app's own state (the status line's ``impactlab-ready`` class and text, the
 chart's drawn marks), never on a sleep. The first test measures how long a visitor of an idle
-server waits for the first chart (the server preheats a kernel: voila.json). The next four are
-steps on one page (each page load takes a kernel and a first run): they render, move a slider,
-change the policy, then compare two policies, in that order, each asserting its own step."""
+server waits for the first chart (the server preheats a kernel: voila.json). The next six are
+steps on one page (each page load takes a kernel and a first run): they render, check that every
+request stayed on this machine (an expected failure today: Voila's template links a CDN), move a
+slider, change the policy, compare two policies, then make a change that waits for Run, in that
+order, each asserting its own step. Every test ends with ``assert_clean_page``."""
 
 from __future__ import annotations
 
@@ -13,9 +17,13 @@ import time
 
 import pytest
 
+from impactlab.widgets import default_config
+
 pytestmark = pytest.mark.browser
 
 STATUS = ".impactlab-status"
+#: The line saying which settings the charts show (and that they are stale, when they are).
+SHOWN = ".impactlab-shown"
 READY = ".impactlab-status.impactlab-ready"
 MARKS = ".impactlab-charts .vega-embed .marks"
 #: A drawn chart of the charts area (vega-embed draws SVG or canvas).
@@ -101,9 +109,23 @@ def options(page, name: str) -> list[str]:
     return page.locator(f"{control(name)} select option").evaluate_all("os => os.map(o => o.value)")
 
 
-def assert_clean_console(page) -> None:
-    """No console error and no uncaught page error (offline CDN requests excepted)."""
+#: The requests to other machines the page still makes: Voila 0.5's "lab" template links Font
+#: Awesome's stylesheets from a CDN (templates/lab/index.html.j2, no setting turns them off; the
+#: widgets' icons come from their own bundle). Dropping them takes a template of our own that
+#: Voila finds on its Jupyter data path: see test_the_app_requests_nothing_outside_this_machine.
+TEMPLATE_CDN = (
+    "https://cdn.jsdelivr.net/npm/@fortawesome/fontawesome-free@%5E5/css/all.min.css",
+    "https://cdn.jsdelivr.net/npm/@fortawesome/fontawesome-free@%5E5/css/v4-shims.min.css",
+)
+
+
+def assert_clean_page(page) -> None:
+    """No console error, no uncaught page error, and no request to another machine but the
+    template's Font Awesome stylesheets (``TEMPLATE_CDN``): not the charts' library, not a
+    widget's, not MathJax."""
     assert page.problems == []
+    assert [url for url in page.outside_requests() if url not in TEMPLATE_CDN] == []
+    assert [f for f in page.remote_failures if not any(url in f for url in TEMPLATE_CDN)] == []
 
 
 def test_first_chart_of_a_preheated_app_within_seconds(
@@ -122,7 +144,7 @@ def test_first_chart_of_a_preheated_app_within_seconds(
     page.wait_for_selector(READY)
     assert status(page).startswith("run 1: ")
     assert seconds < FIRST_CHART_S, f"{seconds:.1f} s from opening the app to its first chart"
-    assert_clean_console(page)
+    assert_clean_page(page)
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +159,29 @@ def test_app_renders_with_charts(app, shot):
     assert page.locator(MARKS).count() >= 1
     assert page.locator(".impactlab-charts .vega-embed").first.bounding_box()["height"] > 50
     assert status(page).startswith("run ")
-    assert_clean_console(page)
+    assert_clean_page(page)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Voila's lab template links Font Awesome from a CDN (TEMPLATE_CDN); the fix, a "
+    "template of our own on Voila's Jupyter data path, needs files outside this test's reach",
+)
+def test_the_app_requests_nothing_outside_this_machine(app):
+    """Served offline, the page must ask nothing of other machines: its scripts, styles, fonts,
+    the chart library and the kernel's websocket all come from the Voila server. Today Voila's
+    own template asks a CDN for Font Awesome (two stylesheets, each a failed request and a
+    console error offline), hence strict xfail: once a template drops them this passes, and
+    the mark and ``TEMPLATE_CDN`` go."""
+    page = app
+    assert page.requests, "no request recorded"
+    assert any(url.startswith("ws://127.0.0.1:") for url in page.requests), "no kernel websocket"
+    outside = page.outside_requests()
+    assert outside == [], f"the page asked other machines for: {outside}"
+    links = page.eval_on_selector_all("link[href]", "ls => ls.map(l => l.href)")
+    assert [h for h in links if "cdn" in h or "fontawesome" in h] == [], links
+    assert page.remote_failures == [], page.remote_failures
+    assert page.problems == []
 
 
 def test_slider_reruns_and_changes_chart_and_status(app, shot):
@@ -148,7 +192,7 @@ def test_slider_reruns_and_changes_chart_and_status(app, shot):
     shot(page, f"gpus-{gpus}")
     assert f"{gpus} GPUs" in text
     assert page.inner_text(f"{control('gpus')} .widget-readout") == str(gpus)
-    assert_clean_console(page)
+    assert_clean_page(page)
 
 
 def test_policy_dropdown_reruns_and_changes_chart_and_status(app, shot):
@@ -158,7 +202,7 @@ def test_policy_dropdown_reruns_and_changes_chart_and_status(app, shot):
     shot(page, f"policy-{policy}")
     assert policy in text
     assert selected(page, "policy") == policy
-    assert_clean_console(page)
+    assert_clean_page(page)
 
 
 def test_compare_mode_shows_two_policies(app, shot):
@@ -175,7 +219,42 @@ def test_compare_mode_shows_two_policies(app, shot):
     shown = status(page) + page.locator(".impactlab-charts").inner_text()
     shown += " ".join(page.locator(".impactlab-charts svg text").all_text_contents())
     assert a in shown and b in shown, f"compare mode should show {a} and {b}: {status(page)!r}"
-    assert_clean_console(page)
+    assert_clean_page(page)
+
+
+#: The look of stale charts, as the page computes it: the charts area's opacity and filter.
+STALE_LOOK = """() => { const s = getComputedStyle(document.querySelector('.impactlab-charts'));
+    return {opacity: parseFloat(s.opacity), filter: s.filter}; }"""
+
+
+def test_a_change_waiting_for_run_marks_the_charts_stale(app, shot):
+    """A change whose run is expected to take longer than the rule under the Run button allows
+    waits for Run: until then the charts are greyed out (``impactlab-stale``) and a line says
+    which run, and which settings, they still show."""
+    page = app
+    shown_before, ran = page.inner_text(SHOWN), status(page)
+    run = ran.split(":")[0]  # "run 5"
+    gpus = page.inner_text(f"{control('gpus')} .widget-readout")
+    assert shown_before.startswith(f"The charts show {run}: ") and f"on {gpus} GPUs" in shown_before
+    assert page.evaluate(STALE_LOOK)["opacity"] == 1
+    handle = page.locator(f"{control('gpus')} .noUi-handle")
+    biggest = int(float(handle.get_attribute("aria-valuemax")))  # 2048: many times the last run
+    set_slider(page, "gpus", biggest)
+    page.wait_for_selector(".impactlab-charts.impactlab-stale")
+    shot(page, f"stale-gpus-{biggest}")
+    assert page.locator(".impactlab-run.mod-warning").count() == 1, (
+        f"gpus={biggest} ran by itself ({status(page)!r}): no stale state to see"
+    )
+    rule = page.inner_text(".impactlab-rule")
+    assert "waits for Run" in rule, rule  # the rule, shown under the button
+    assert "press Run" in status(page)
+    look = page.evaluate(STALE_LOOK)
+    assert look["opacity"] < 0.5 and "grayscale" in look["filter"], look
+    shown = page.inner_text(SHOWN)
+    assert shown.startswith(f"\u26a0 The charts still show {run}: "), shown
+    assert f"on {gpus} GPUs" in shown and f"{biggest} GPUs" not in shown
+    assert "press Run" in shown
+    assert_clean_page(page)
 
 
 def test_query_string_presets_the_app(page, voila_url, shot):
@@ -185,18 +264,29 @@ def test_query_string_presets_the_app(page, voila_url, shot):
     assert "legacy" in text and "88 GPUs" in text, text
     assert selected(page, "policy") == "legacy"
     assert page.inner_text(f"{control('gpus')} .widget-readout") == "88"
-    assert_clean_console(page)
+    assert_clean_page(page)
 
 
-def test_bad_parameter_shows_a_message_not_a_traceback(page, voila_url, shot):
-    page.goto(f"{voila_url}/?gpus=-5")
-    page.wait_for_function("() => document.querySelector('.impactlab-message')?.innerText.trim()")
-    message = page.locator(".impactlab-message")
-    shot(page, "bad-gpus")
+def test_bad_presets_show_a_message_and_the_app_runs_with_the_defaults(page, voila_url, shot):
+    """An unknown policy and an out-of-range number in the URL: a message names both, lists the
+    valid policies, and the app still runs and draws its charts with the defaults."""
+    open_app(page, voila_url, "policy=nope&gpus=-5")
+    message = page.inner_text(".impactlab-message")
+    shot(page, "bad-presets")
     body = page.inner_text("body")
     assert "Traceback" not in body and "There was an error when executing" not in body
-    assert "-5" in message.inner_text() or "gpus" in message.inner_text()
-    assert_clean_console(page)
+    policies = options(page, "policy")  # the kernel's policies (the tests register one more)
+    assert {"legacy", "impactful", "fifo"} <= set(policies)
+    assert f"policy='nope' is not one of {', '.join(policies)}" in message, message
+    assert "gpus" in message and "-5" in message, message
+    assert "Ran with the defaults for those" in message
+    default = default_config()
+    assert selected(page, "policy") == default.policy
+    assert page.inner_text(f"{control('gpus')} .widget-readout") == str(default.gpus)
+    text = status(page)
+    assert text.startswith("run 1: ") and f"{default.policy} on {default.gpus} GPUs" in text, text
+    assert page.locator(MARKS).count() >= 1
+    assert_clean_page(page)
 
 
 #: What of the app does not fit the window: the page's and the window's widths, the app's elements
@@ -233,4 +323,4 @@ def test_app_fits_a_1024_px_laptop_screen(page, voila_url, shot):
     assert fit["tabs"] == [], "tab titles shown cut"
     assert fit["labels"] == [], "control labels shown cut"
     assert fit["sticking"] == [], "inputs stick out of the controls column"
-    assert_clean_console(page)
+    assert_clean_page(page)
