@@ -19,8 +19,10 @@ from typing import Any
 
 #: Groups in the order people meet them (CLI help sections, widget tabs).
 GROUPS = ("cluster", "workload", "trace", "policy", "latency", "sessions", "health")
-_TRUE = {"1", "true", "yes", "on", "y"}
-_FALSE = {"0", "false", "no", "off", "n"}
+#: The words read as true and as false, wherever a flag is written as text (the command line,
+#: grid files, a trace's boolean columns), lower-cased.
+TRUE_WORDS = frozenset({"1", "true", "t", "yes", "y", "on"})
+FALSE_WORDS = frozenset({"0", "false", "f", "no", "n", "off"})
 _NONE = {"", "none", "null", "off"}
 
 
@@ -223,9 +225,9 @@ class FrozenMap(Mapping[str, Any]):
 
 def _convert(kind: type, raw: str) -> Any:
     if kind is bool:
-        if raw.lower() in _TRUE:
+        if raw.lower() in TRUE_WORDS:
             return True
-        if raw.lower() in _FALSE:
+        if raw.lower() in FALSE_WORDS:
             return False
         raise ValueError(raw)
     if kind is int:

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..base.params import FALSE_WORDS, TRUE_WORDS
+
 KINDS = ("debug", "interactive", "eval", "training", "pretrain", "other")
 
 REQUIRED = ("job_id", "submit_s", "gpus", "duration_s")
@@ -25,9 +27,6 @@ DEFAULTS: dict[str, str | float | int | bool] = {
 }
 
 COLUMNS = (*REQUIRED, *DEFAULTS)
-
-_TRUE = {"true", "t", "yes", "y", "1"}
-_FALSE = {"false", "f", "no", "n", "0"}
 
 
 class TraceError(ValueError):
@@ -160,6 +159,6 @@ def _boolean(df: pd.DataFrame, check: _Check) -> pd.Series:
         raw = raw.map(lambda v: v if pd.isna(v) or v not in (0, 1) else str(int(v)))
     text = raw.astype(str).str.strip().str.lower()
     blank = raw.isna().to_numpy() | (text == "").to_numpy()
-    true, false = text.isin(_TRUE).to_numpy(), text.isin(_FALSE).to_numpy()
+    true, false = text.isin(TRUE_WORDS).to_numpy(), text.isin(FALSE_WORDS).to_numpy()
     check.fail(df, ~(true | false | blank), "must be true or false")
     return pd.Series(np.where(blank, bool(DEFAULTS[check.column]), true), index=df.index)
