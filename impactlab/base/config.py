@@ -52,6 +52,9 @@ GPUS = Param(
     "gpus", 256, int, "cluster", "cluster size", "GPUs", lo=1, hi=65536, step=8, ui=(8, 2048)
 )
 GPUS_PER_NODE = Param("gpus_per_node", 8, int, "cluster", "GPUs per node", "GPUs", lo=1, hi=64)
+#: The warm-up left out of the metrics when no policy knob says otherwise: a week, the span of
+#: Ai2's fair-share window (a policy's own ``window_days`` takes its place).
+WARMUP_DAYS = 7.0
 DAYS = Param(
     "days",
     14.0,
@@ -523,7 +526,8 @@ class SimConfig:
         """Start of the reporting window."""
         if self.warmup_days is not None:
             return self.warmup_days * DAY_S
-        return min(self.policy_knobs.get("window_days", 7.0), self.horizon_s / DAY_S / 2) * DAY_S
+        window = self.knobs().get("window_days", WARMUP_DAYS)
+        return min(window, self.horizon_s / DAY_S / 2) * DAY_S
 
     def generator(self) -> GeneratorConfig:
         """The synthetic workload this config asks for."""

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from ..analysis.results import SimResult
-from ..base.config import PAIRINGS, RepairMode, SimConfig, UnknownProjects
+from ..base.config import PAIRINGS, WARMUP_DAYS, RepairMode, SimConfig, UnknownProjects
 from ..base.params import ParamError
 from ..base.units import DAY_S
 from ..inputs.budget_io import check_projects
@@ -184,11 +184,11 @@ def _days(config: SimConfig) -> float:
 
 def _shared_warmup_days(config: SimConfig, runs: list[SimConfig]) -> float:
     """One reporting window for every run: the config's warm-up, or else the longest fair-share
-    window among the runs (7 days if none has one), at most half the run."""
+    window among the runs (``WARMUP_DAYS`` if none has one), at most half the run."""
     if config.warmup_days is not None:
         return config.warmup_days
     windows = [cfg.knobs()["window_days"] for cfg in runs if "window_days" in cfg.knobs()]
-    return min(max(windows, default=7.0), _days(config) / 2)
+    return min(max(windows, default=WARMUP_DAYS), _days(config) / 2)
 
 
 def _variants(
