@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import json
+import math
 import re
 
 import altair as alt
@@ -313,3 +315,267 @@ def test_fragmentation_of_funded_work_says_so(gangs):
     assert drawn == {
         g for r in gangs for g in r.wait_by_size("funded").dropna(subset=["p50_h"])["gpus"]
     }
+
+
+# ----- charts that teach (issue #31 item 7) ---------------------------------------------------
+
+
+def layers_of(spec: dict) -> list[dict]:
+    """The layers of a layered spec, or of the layered spec inside a facet."""
+    return spec.get("layer") or spec["spec"]["layer"]
+
+
+def sweep_stats(policies: tuple[str, ...] = ("impactful",)) -> pd.DataFrame:
+    """A ``summarise_sweep`` table: windows x caps (legacy: no cap), two metrics, one wait
+    interval reaching below zero as a t interval of a skewed wait does."""
+    rows = []
+    for policy in policies:
+        caps = [math.nan] if policy == "legacy" else [1.0, 8.0]
+        for window in (1.0, 7.0):
+            for cap in caps:
+                key = f"{policy}-{window}-{cap}"
+                lost = 900.0 - 50 * window - 10 * (cap if cap == cap else 0)
+                wait = 3600.0 * (cap if cap == cap else 0.5)
+                for metric, mean, half in (
+                    ("lost_gpu_hours", lost, 40.0),
+                    ("wait_p90_s.size_9-64", wait, 2.5 * wait),
+                ):
+                    rows.append(
+                        {
+                            "label": key,
+                            "policy": policy,
+                            "window_days": window,
+                            "cap_hours": cap,
+                            "point_key": key,
+                            "metric": metric,
+                            "n": 5,
+                            "mean": mean,
+                            "std": half,
+                            "ci_low": mean - half,
+                            "ci_high": mean + half,
+                        }
+                    )
+    return pd.DataFrame(rows)
+
+
+def axis_titles(spec: dict) -> set[str]:
+    return {
+        enc[ch]["title"]
+        for layer in layers_of(spec)
+        for enc in [layer["encoding"]]
+        for ch in ("x", "y")
+        if "title" in enc.get(ch, {})
+    }
+
+
+def test_tradeoff_axes_are_in_words_and_hours():
+    spec = charts.tradeoff(sweep_stats(), "lost_gpu_hours", "wait_p90_s.size_9-64").to_dict()
+    titles = axis_titles(spec)
+    assert titles == {"GPU-hours lost to preemption", "p90 wait, jobs of 9-64 GPUs (h)"}
+    assert not any("_" in t for t in titles) and "_" not in spec["title"]["text"]
+    rows = pd.DataFrame(
+        rows_of(charts.tradeoff(sweep_stats(), "lost_gpu_hours", "wait_p90_s.size_9-64"))
+    )
+    assert sorted(rows["mean_y"]) == [1.0, 1.0, 8.0, 8.0]  # hours, not seconds
+
+
+def test_tradeoff_intervals_stop_at_zero():
+    chart = charts.tradeoff(sweep_stats(), "lost_gpu_hours", "wait_p90_s.size_9-64")
+    rows = pd.DataFrame(rows_of(chart))
+    assert (rows["ci_low_y"] >= 0).all() and (rows["ci_low_x"] >= 0).all()
+    assert rows["ci_high_y"].max() == pytest.approx(8 * 3.5)  # the upper end is left alone
+
+
+def test_tradeoff_colours_one_knob_and_shapes_another():
+    spec = charts.tradeoff(sweep_stats(), "lost_gpu_hours", "wait_p90_s.size_9-64").to_dict()
+    points = next(layer for layer in layers_of(spec) if layer["mark"]["type"] == "point")
+    color, shape = points["encoding"]["color"], points["encoding"]["shape"]
+    assert color["field"] != shape["field"]
+    assert color["title"] == "window (days)" and shape["title"] == "protection cap (h)"
+    assert color["scale"]["domain"] == ["1", "7"] and len(set(color["scale"]["range"])) == 2
+    assert shape["scale"]["domain"] == ["1", "8"] and len(set(shape["scale"]["range"])) == 2
+    assert "impactful" not in {color["title"], shape["title"]}
+
+
+def test_tradeoff_over_policies_colours_them_in_their_colours():
+    stats = sweep_stats(("legacy", "impactful"))
+    chart = charts.tradeoff(stats, "lost_gpu_hours", "wait_p90_s.size_9-64", shape="cap_hours")
+    layer = layers_of(chart.to_dict())[-1]  # the window, said by neither colour nor shape
+    assert layer["mark"]["type"] == "text" and layer["encoding"]["text"]["field"] == "others"
+    color = next(
+        lay["encoding"]["color"] for lay in layers_of(chart.to_dict()) if "color" in lay["encoding"]
+    )
+    assert color["title"] == "policy"
+    assert dict(zip(color["scale"]["domain"], color["scale"]["range"])) == {
+        p: charts.POLICY_COLORS[p] for p in ("impactful", "legacy")
+    }
+    rows = pd.DataFrame(rows_of(chart))
+    assert set(rows.loc[rows["policy"] == "legacy", "shape"]) == {"n/a"}
+    assert set(rows["others"]) == {"window (days) 1", "window (days) 7"}
+    with pytest.raises(ValueError, match="nope"):
+        charts.tradeoff(stats, "lost_gpu_hours", "wait_p90_s.size_9-64", color="nope")
+
+
+def test_tradeoff_takes_a_log_axis_when_means_span_orders_of_magnitude():
+    stats = sweep_stats()
+    waits = stats["metric"] == "wait_p90_s.size_9-64"
+    stats.loc[waits, ["mean", "ci_low", "ci_high"]] = [[30.0, 0, 60], [40.0, 0, 80]] * 2
+    stats.loc[waits & (stats["cap_hours"] == 8.0), ["mean", "ci_low", "ci_high"]] = [
+        20_000.0,
+        -5000.0,
+        45_000.0,
+    ]
+    spec = charts.tradeoff(stats, "lost_gpu_hours", "wait_p90_s.size_9-64").to_dict()
+    y = next(lay["encoding"]["y"] for lay in layers_of(spec) if lay["mark"]["type"] == "point")
+    assert y["scale"]["type"] == "log" and y["title"].endswith("log scale")
+    rows = pd.DataFrame(rows_of(charts.tradeoff(stats, "lost_gpu_hours", "wait_p90_s.size_9-64")))
+    assert (rows["ci_low_y"] > 0).all()  # a log axis has no zero: drawn at a floor
+
+
+def test_sweep_lines_are_titled_in_words_with_a_band_above_zero():
+    chart = charts.sweep_lines(sweep_stats(), "cap_hours", "wait_p90_s.size_9-64")
+    spec = chart.to_dict()
+    line = next(lay for lay in layers_of(spec) if lay["mark"]["type"] == "line")
+    assert line["encoding"]["x"]["title"] == "protection cap (h)"
+    assert line["encoding"]["color"]["title"] == "window (days)"
+    assert "p90 wait, jobs of 9-64 GPUs (h)" in axis_titles(spec)
+    assert min(row["ci_low"] for row in rows_of(chart)) >= 0
+
+
+@pytest.mark.parametrize(
+    ("metric", "unit", "words"),
+    [
+        ("wait_p90_s.size_9-64", "h", "p90 wait, jobs of 9-64 GPUs (h)"),
+        ("wait_p50_s.size_1", "", "p50 wait, 1-GPU jobs"),
+        ("wait_p90_s.debug", "min", "p90 wait, debug jobs (min)"),
+        ("queued_p99_s.all", "s", "p99 time queued, all jobs (s)"),
+        ("preemptions.interactive", "", "preemptions, interactive jobs"),
+        ("lost_gpu_hours", "", "GPU-hours lost to preemption"),
+        ("impact", "", "impact (owed GPU time delivered)"),
+        ("sessions_killed", "", "sessions killed"),
+    ],
+)
+def test_metric_titles_read_like_a_person(metric, unit, words):
+    assert charts.metric_title(metric, unit) == words
+
+
+def test_knob_titles_are_words_with_the_declared_unit():
+    assert charts.knob_title("cap_hours") == "protection cap (h)"
+    assert charts.knob_title("window_days") == "window (days)"
+    assert charts.knob_title("demand") == "demand (\u00d7 capacity)"
+    assert charts.knob_title("gpus") == "GPUs"
+    assert charts.knob_title("not_a_knob") == "not a knob"
+
+
+def is_count_axis(axis: dict) -> bool:
+    return axis.get("tickMinStep") == 1 and axis.get("format") == ",d"
+
+
+def test_counts_are_drawn_on_whole_number_ticks(runs):
+    spec = charts.headline(runs).to_dict()
+    preempt = spec["vconcat"][1]["hconcat"][1]["encoding"]["x"]
+    assert preempt["field"] == "preemptions" and is_count_axis(preempt["axis"])
+    spec = charts.preemptions(runs).to_dict()
+    bars = next(
+        lay
+        for lay in spec["vconcat"][0]["spec"]["layer"]
+        if lay["mark"]["type"] == "rect" and "y" in lay["encoding"]
+    )
+    assert is_count_axis(bars["encoding"]["y"]["axis"])
+    by_kind = spec["vconcat"][1]["hconcat"][0]["encoding"]["x"]
+    assert by_kind["field"] == "preemptions" and is_count_axis(by_kind["axis"])
+
+
+def test_count_axis_draws_no_half_ticks():
+    """tickMinStep alone does not stop vl-convert's Vega drawing 0.5 on a 0-2 axis."""
+    import vl_convert as vlc
+
+    table = pd.DataFrame({"x": [1, 2, 3], "n": [0, 1, 2]})
+    chart = alt.Chart(table).mark_line().encode(x="x:Q", y=alt.Y("n:Q", axis=charts.count_axis()))
+    svg = vlc.vegalite_to_svg(chart.properties(height=150).to_dict())
+    labels = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+    assert labels[labels.index("x") + 1 :] == ["0", "1", "2", "n"]
+
+
+def test_headline_value_labels_clear_ai2_ticks():
+    long = pd.DataFrame(
+        {
+            "label": [charts._FRACTIONS["impact"]] * 3 + [charts._FRACTIONS["unallocated_share"]],
+            "value": [0.97, 0.44, 0.99, 0.21],
+        }
+    )
+    starts = charts._clear_of_ticks(long)
+    ai2 = {m: v for m, v in charts.AI2_REFERENCE.items() if m in charts._FRACTIONS}
+    refs = long["label"].map({charts._FRACTIONS[m]: v for m, v in ai2.items()})
+    for start, ref in zip(starts, refs):
+        assert not start < ref < start + charts.LABEL_SPAN  # the label never covers the tick
+    assert starts.tolist() == [0.98, 0.44, 0.99, 0.21]  # moved only when it would
+
+
+def test_headline_labels_are_drawn_where_they_clear_the_ticks(runs):
+    spec = charts.headline(runs).to_dict()
+    text = next(lay for lay in spec["vconcat"][0]["layer"] if lay["mark"]["type"] == "text")
+    assert text["encoding"]["x"]["field"] == "label_x"
+
+
+def test_pyramid_warm_up_is_visible_over_its_areas_and_named(runs):
+    spec = charts.pyramid(runs).to_dict()
+    layers = layers_of(spec)
+    marks = [layer["mark"]["type"] for layer in layers]
+    band = next(
+        i
+        for i, lay in enumerate(layers)
+        if lay["mark"]["type"] == "rect" and "warmup" in json.dumps(lay.get("transform", []))
+    )
+    assert band > marks.index("area")  # over the areas, which would hide it
+    assert layers[band]["mark"]["opacity"] >= 0.3
+    name = next(lay for lay in layers if lay["mark"]["type"] == "text")
+    assert name["encoding"]["text"]["field"] == "name"
+    assert charts.WARMUP_LABEL == "warm-up (not measured)"
+    assert {row.get("name") for row in rows_of(charts.pyramid(runs))} >= {charts.WARMUP_LABEL}
+
+
+def test_owed_share_is_drawn_on_top_of_delivered_dashed_and_darker(runs):
+    spec = charts.shares(runs, top=2).to_dict()
+    layers = layers_of(spec)
+    lines = [lay for lay in layers if lay["mark"]["type"] == "line"]
+    order = [json.dumps(lay["transform"]) for lay in lines]
+    assert "delivered" in order[0] and "owed" in order[1]  # owed drawn last
+    stroke = lines[1]["encoding"]["stroke"]["scale"]
+    dash = lines[1]["encoding"]["strokeDash"]["scale"]
+    styles = dict(zip(stroke["domain"], zip(stroke["range"], map(tuple, dash["range"]))))
+    for run in runs:
+        delivered, owed = styles[f"delivered: {run.run}"], styles[f"owed: {run.run}"]
+        assert delivered[0] != owed[0] and delivered[1] == (1, 0) and owed[1] != (1, 0)
+
+
+def test_gantt_title_says_which_run_and_which_hours(runs):
+    spec = charts.gantt(runs[1], t0_h=30, t1_h=42).to_dict()
+    title = spec["title"]["text"]
+    assert "run impactful" in title and "hours 30 to 42" in title and "whole run" not in title
+    start = runs[1].window.t0 / 3600
+    spec = charts.gantt(runs[1]).to_dict()
+    assert (
+        "the reporting window" in spec["title"]["text"]
+        and f"hours {start:g}" in spec["title"]["text"]
+    )
+    spec = charts.gantt(runs, t0_h=0, t1_h=6).to_dict()
+    assert "2 runs, one panel each" in spec["title"]["text"] and "warm-up" in spec["title"]["text"]
+    assert [panel["title"] for panel in spec["vconcat"]] == ["legacy", "impactful"]
+
+
+def test_gantt_title_leaks_no_parameter_name(runs):
+    spec = charts.gantt(runs[1], t0_h=30, t1_h=42, max_rows=40).to_dict()
+    assert "max_rows" not in json.dumps(spec)
+
+
+def test_sweep_lines_take_a_log_axis_when_means_span_orders_of_magnitude():
+    stats = sweep_stats()
+    waits = stats["metric"] == "wait_p90_s.size_9-64"
+    stats.loc[waits & (stats["cap_hours"] == 1.0), ["mean", "ci_low", "ci_high"]] = [30.0, -9, 69]
+    chart = charts.sweep_lines(stats, "cap_hours", "wait_p90_s.size_9-64")
+    band = layers_of(chart.to_dict())[0]["encoding"]["y"]
+    assert band["scale"]["type"] == "log" and band["title"].endswith("log scale")
+    assert min(row["ci_low"] for row in rows_of(chart)) > 0
+    linear = charts.sweep_lines(stats, "cap_hours", "lost_gpu_hours").to_dict()
+    assert "scale" not in layers_of(linear)[0]["encoding"]["y"]

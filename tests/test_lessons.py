@@ -196,3 +196,53 @@ def test_metric_chart_takes_missing_values():
         {"run": ["a", "b"], "policy": ["x", "y"], "k": [1.0, 2.0], "m": [math.nan, 1.0]}
     )
     assert lessons.metric_chart(frame, "k", ["m"]).to_dict()["concat"][0]["title"] == "m"
+
+
+def bar_widths(spec: dict) -> list[float]:
+    """The drawn widths of a chart's bars (rendered offline to SVG)."""
+    import re
+
+    import vl_convert as vlc
+
+    svg = vlc.vegalite_to_svg(spec)
+    paths = re.findall(r'aria-roledescription="bar" d="M[^h]*h(-?[\d.]+)', svg)
+    return [float(w) for w in paths]
+
+
+def test_bars_on_a_log_axis_are_drawn():
+    """02's ablation: on a log axis, bars rise from the floor, not from an impossible zero."""
+    frame = pd.DataFrame(
+        {
+            "run": ["a", "b", "c", "d"],
+            "policy": ["impactful"] * 3 + ["legacy"],
+            "wait": [57.0, 499.0, 1470.0, 16654.0],
+        }
+    )
+    spec = lessons.metric_chart(frame, "run", {"wait": "debug p90 wait (s)"}).to_dict()
+    bar = spec["concat"][0]["layer"][0]["encoding"]
+    assert bar["x"]["scale"]["type"] == "log" and bar["x2"] == {"datum": lessons.LOG_FLOOR}
+    widths = bar_widths(spec)
+    assert len(widths) == 4 and all(w > 10 for w in widths)
+    assert widths == sorted(widths)  # longer waits, longer bars
+
+
+def test_counts_get_whole_number_ticks_and_knobs_their_labels():
+    """04: 0-2 interactive sessions preempted must not be ticked at 0.5."""
+    frame = pd.DataFrame(
+        {
+            "run": ["cap 1 h", "cap 8 h", "cap 24 h"],
+            "policy": "impactful",
+            "cap_hours": [1.0, 8.0, 24.0],
+            "preemptions.interactive": [2, 1, 0],
+            "impact": [0.97, 0.96, 0.97],
+        }
+    )
+    spec = lessons.metric_chart(
+        frame, "cap_hours", {"preemptions.interactive": "sessions preempted", "impact": "impact"}
+    ).to_dict()
+    counts, impact = (panel["layer"][0]["encoding"] for panel in spec["concat"])
+    assert counts["y"]["axis"]["tickMinStep"] == 1 and counts["y"]["axis"]["format"] == ",d"
+    assert "tickMinStep" not in impact["y"].get("axis", {})  # a share is not a count
+    assert counts["x"]["title"] == "protection cap (h)"  # the knob's label, not cap_hours
+    bars = lessons.metric_chart(frame, "run", {"preemptions.interactive": "x"}).to_dict()
+    assert bars["concat"][0]["layer"][0]["encoding"]["x"]["axis"]["tickMinStep"] == 1

@@ -239,3 +239,50 @@ def _show(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     return "none" if value is None else str(value)
+
+
+# ----- parameters in words ---------------------------------------------------------------------
+#: Labels that say more, or say it shorter, than the parameter's name does (the unit is added).
+LABELS = {
+    "funded_load": "funded",
+    "pretrain_chain_mean": "runs per campaign",
+    "trace_days": "trace length",
+    "cycle_s": "scheduling cycle",
+    "opt_out_long": "opt-out, jobs > 8 h",
+    "opt_out_short": "opt-out, shorter jobs",
+    "session_resubmit_share": "sessions resubmitted",
+    "session_resubmit_delay_s": "resubmit delay",
+    "warmup_days": "warm-up",
+    "mtbf_hours": "node MTBF",
+    "detect_hours": "detection",
+    "crash_s": "crash after",
+    "half_life_days": "half-life",
+    "cap_hours": "protection cap",
+    "cap_hours_interactive": "interactive cap",
+    "reserve_min_nodes": "reserve from",
+}
+#: Words of a name as a label writes them.
+WORDS = {"gpus": "GPUs", "mtbf": "MTBF"}
+#: The word that ends a name when it only repeats the unit (``restart_overhead_s``, ``window_days``).
+UNIT_WORDS = {
+    "s": ("s",),
+    "h": ("h", "hours"),
+    "days": ("days",),
+    "GPUs": ("gpus",),
+    "nodes": ("nodes",),
+    "jobs": ("jobs",),
+}
+#: How units read in a label.
+UNIT_TEXT = {"x capacity": "\u00d7 capacity", "x": "\u00d7"}
+
+
+def label(param: Param) -> str:
+    """A parameter in words, with its unit, for a control or an axis (``restart_overhead_s`` ->
+    "restart overhead (s)", ``cap_hours`` -> "protection cap (h)", ``gpus`` -> "GPUs")."""
+    words, unit = param.name.split("_"), param.unit
+    if len(words) > 1 and words[-1] in UNIT_WORDS.get(unit, ()):
+        words = words[:-1]
+    text = LABELS.get(param.name) or " ".join(WORDS.get(word, word) for word in words)
+    if not unit or unit.lower() in text.lower().split():  # "GPUs", "GPUs per node": said already
+        return text
+    return f"{text} ({UNIT_TEXT.get(unit, unit)})"

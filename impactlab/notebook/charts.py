@@ -27,6 +27,8 @@ import altair as alt
 import pandas as pd
 
 from ..analysis.tables import OWED_HOLDERS
+from ..base.config import parameter
+from ..base.params import label
 
 THEME = "impactlab"
 #: Width of a whole chart, in pixels: fits a notebook cell.
@@ -106,6 +108,9 @@ AI2_LEGACY_DEBUG_P90_S = 7200.0
 
 #: Rows a chart may embed: Altair refuses 5,000; a few thousand keep a notebook light.
 ROW_BUDGET = 2400
+#: A value axis turns logarithmic when its largest value is this many times its smallest
+#: positive one (a wait of 57 s next to one of 16,654 s): on a linear axis the small ones vanish.
+LOG_SPAN = 100.0
 _MULTIPLES = (2, 3, 4, 6, 8, 12, 24, 48, 168, 336)
 _DURATION_TICKS = (
     (1, "1 s"),
@@ -119,6 +124,11 @@ _DURATION_TICKS = (
     (30 * 86400, "30 days"),
 )
 _WARMUP_NOTE = "shaded, up to the dashed line: warm-up, not counted in the metrics"
+#: The words inside a warm-up band, and the band's colour and opacity under and over the data.
+WARMUP_LABEL = "warm-up (not measured)"
+WARMUP_UNDER, WARMUP_OVER = ("#888", 0.15), ("#fff", 0.55)
+#: The note of charts whose warm-up band is drawn over the data (``_warmup_band(over=True)``).
+_WARMUP_FADED = "faded, up to the dashed line: warm-up, not counted in the metrics"
 
 
 @alt.theme.register(THEME, enable=False)
@@ -177,7 +187,7 @@ def _offline_with_picture(spec: dict, **metadata: Any) -> tuple[dict[str, Any], 
     shown = alt.JupyterChart(
         chart=alt.Chart.from_dict(spec), embed_options=metadata.get("embed_options")
     )._repr_mimebundle_()
-    data, meta = shown if isinstance(shown, tuple) else (shown, {})
+    data, meta = shown if isinstance(shown, tuple) else (shown or {}, {})
     picture = small_png(vlc.vegalite_to_png(spec, scale=PICTURE_SCALE))
     data = {
         **data,
@@ -219,13 +229,24 @@ def _title_text(spec: dict) -> str:
     return " ".join(title) if isinstance(title, list) else str(title)
 
 
+SaveFormat = Literal["svg", "png", "pdf", "json", "html"]
+#: File suffixes ``save_chart`` writes, and the format each means.
+SAVE_FORMATS: dict[str, SaveFormat] = {
+    "svg": "svg",
+    "png": "png",
+    "pdf": "pdf",
+    "json": "json",
+    "html": "html",
+}
+
+
 def save_chart(
     chart: alt.TopLevelMixin, path: str | Path, scale: float = 1.0, theme: bool = True
 ) -> Path:
     """Write ``chart`` as SVG, PNG, PDF, JSON or self-contained HTML (chosen by the suffix), offline."""
     path = Path(path)
-    fmt = path.suffix.lower().lstrip(".")
-    if fmt not in ("svg", "png", "pdf", "json", "html"):
+    fmt = SAVE_FORMATS.get(path.suffix.lower().lstrip("."))
+    if fmt is None:
         raise ValueError(f"cannot save {path.name!r}: use a .svg, .png, .pdf, .json or .html path")
     with alt.theme.enable(THEME) if theme else contextlib.nullcontext():
         if fmt == "html":  # inline=True bundles Vega/Vega-Lite into the file: no CDN at view time
@@ -303,6 +324,12 @@ def run_colors(results: list) -> dict[str, str]:
     return out
 
 
+def _shade(color: str, factor: float) -> str:
+    """``color`` (#rrggbb) darkened: each channel times ``factor``."""
+    channels = (int(color[i : i + 2], 16) for i in (1, 3, 5))
+    return "#" + "".join(f"{round(c * factor):02x}" for c in channels)
+
+
 def project_color(name: str) -> str:
     """A stable colour for a project or program, the same in every chart and session."""
     return PROJECT_COLORS[zlib.crc32(name.encode()) % len(PROJECT_COLORS)]
@@ -330,6 +357,25 @@ def _duration_axis(lo_s: float, hi_s: float, title: str, sparse: bool = False) -
     for v, text in reversed(ticks):
         expr = f"datum.value == {v} ? '{text}' : {expr}"
     return alt.Axis(values=[v for v, _ in ticks], labelExpr=expr, title=title, grid=True)
+
+
+#: True for an axis tick between whole numbers (a Vega expression).
+_FRACTIONAL_TICK = "datum.value % 1 !== 0"
+
+
+def count_axis(**kwargs: Any) -> alt.Axis:
+    """An axis for counts: whole-number ticks only (never 0.5 preemptions). ``tickMinStep`` asks
+    for that, but the Vega that vl-convert bundles ignores it on small domains (vega/vega#4163):
+    ticks that fall between whole numbers are also drawn without label, tick or grid line."""
+    hide = {"condition": {"test": _FRACTIONAL_TICK, "value": 0}, "value": 1}
+    return alt.Axis(
+        tickMinStep=1,
+        format=",d",
+        labelExpr=f"{_FRACTIONAL_TICK} ? '' : datum.label",
+        tickOpacity=hide,
+        gridOpacity=hide,
+        **kwargs,
+    )
 
 
 def _duration_domain(seconds: pd.Series, from_floor: bool = True) -> list[float]:
@@ -385,20 +431,38 @@ def _coarsen(
 
 
 def _warmup_rows(results: list, **columns: Any) -> pd.DataFrame:
-    """One row per run spanning the warm-up (``day`` to ``day_end``), for a shaded band."""
+    """One row per run spanning the warm-up (``day`` to ``day_end``), for a shaded, named band."""
     rows = [
-        {"run": run, "day": 0.0, "day_end": t0 / 24.0, "note": _WARMUP_NOTE}
+        {"run": run, "day": 0.0, "day_end": t0 / 24.0, "note": _WARMUP_NOTE, "name": WARMUP_LABEL}
         for run, t0 in _warmup_h(results).items()
     ]
     return pd.DataFrame(rows).assign(**columns)
 
 
-def _warmup_band() -> alt.Chart:
-    """Grey band over the warm-up (draw it first, under the data); reads rows of layer ``warmup``."""
+def _warmup_band(over: bool = False) -> alt.Chart:
+    """The warm-up as a band; reads rows of layer ``warmup``. Grey and drawn first, under lines
+    and bars; with ``over``, a white veil drawn over areas (which would hide a band under them)."""
+    color, opacity = WARMUP_OVER if over else WARMUP_UNDER
     return (
         _only("warmup")
-        .mark_rect(color="#888", opacity=0.15)
+        .mark_rect(color=color, opacity=opacity)
         .encode(x=_time_x(), x2="day_end:Q", tooltip=[alt.Tooltip("note:N", title="warm-up")])
+    )
+
+
+def _warmup_label(at: Literal["top", "bottom"] = "top") -> alt.Chart:
+    """The band's name ("warm-up (not measured)") inside it, at its top or bottom left."""
+    top = at == "top"
+    return (
+        _only("warmup")
+        .mark_text(
+            align="left",
+            baseline="top" if top else "bottom",
+            dx=4,
+            dy=4 if top else -4,
+            fontSize=10,
+        )
+        .encode(x=_time_x(), y=alt.value(0 if top else "height"), text="name:N")
     )
 
 
@@ -481,7 +545,7 @@ def waits(results: Any, columns: int = 3) -> alt.FacetChart:
     kinds = ["all", *_ordered([k for k in data["kind"].unique() if k != "all"], KIND_ORDER)]
     cell = (WIDTH - 40 * columns) // columns
     return (
-        alt.layer(line, marks, data=data)
+        alt.LayerChart(layer=[line, marks], data=data)
         .properties(width=cell, height=150)
         .facet(facet=alt.Facet("kind:N", sort=kinds, title=None), columns=columns)
         .properties(
@@ -519,7 +583,7 @@ def preemptions(results: Any) -> alt.VConcatChart:
         .encode(
             x=_time_x(),
             x2="day_end:Q",
-            y=alt.Y("sum(preemptions):Q", title="preemptions", stack=True),
+            y=alt.Y("sum(preemptions):Q", title="preemptions", stack=True, axis=count_axis()),
             color=alt.Color("kind:N", scale=kinds, title="job kind", sort=kinds.domain),
             order=alt.Order("kind:N"),
             tooltip=[
@@ -532,7 +596,7 @@ def preemptions(results: Any) -> alt.VConcatChart:
         )
     )
     timeline = (
-        alt.layer(_warmup_band(), bars, _warmup_end(), data=data)
+        alt.LayerChart(layer=[_warmup_band(), bars, _warmup_end(), _warmup_label()], data=data)
         .properties(width=WIDTH - 120, height=110)
         .facet(row=_row(rs))
         .properties(
@@ -566,7 +630,9 @@ def _preemptions_by_kind(rs: list) -> alt.HConcatChart:
         )
         .properties(width=(WIDTH - 200) // 2, height=28 * max(len(order), 1))
     )
-    count = base.encode(x=alt.X("preemptions:Q", title="preemptions (reporting window)"))
+    count = base.encode(
+        x=alt.X("preemptions:Q", title="preemptions (reporting window)", axis=count_axis())
+    )
     lost = base.encode(x=alt.X("lost_gpu_hours:Q", title="GPU-hours lost (restart + lost work)"))
     return alt.hconcat(count, lost).properties(title="Preemptions and GPU-hours lost, by job kind")
 
@@ -601,11 +667,15 @@ def shares(
         value_name="share",
     )
     lines["series"] = lines["series"].str.removesuffix("_share")
+    lines["line"] = lines["series"] + ": " + lines["run"]
     entitled = table[table["run"] == rs[0].run][["node", "day", "entitled_share"]].rename(
         columns={"entitled_share": "share"}
     )
-    warm = pd.concat([_warmup_rows(rs[:1], node=n) for n in nodes], ignore_index=True)
-    data = _layers(entitled=entitled, line=lines, warmup=warm)
+    warm = pd.concat([_warmup_rows(rs[:1], node=n, name="warm-up") for n in nodes])
+    delivered = lines["series"] == "delivered"
+    data = _layers(
+        entitled=entitled, delivered=lines[delivered], owed=lines[~delivered], warmup=warm
+    )
     y = alt.Y("share:Q", title="share of healthy GPUs", axis=alt.Axis(format="%"))
     area = (
         _only("entitled")
@@ -621,19 +691,56 @@ def shares(
             tooltip=["node:N", alt.Tooltip("share:Q", title="entitled", format=".1%")],
         )
     )
-    line = (
-        _only("line")
-        .mark_line(interpolate="step-after")
+    # owed is drawn last, dashed and dark, so that it shows where it equals delivered
+    drawn = [_share_line(rs, layer, y) for layer in ("delivered", "owed")]
+    cell = (WIDTH - 30 * columns) // columns
+    return (
+        alt.LayerChart(
+            layer=[_warmup_band(), area, *drawn, _warmup_end(), _warmup_label()], data=data
+        )
+        .properties(width=cell, height=110)
+        .facet(facet=alt.Facet("node:N", sort=nodes, title=None), columns=columns)
+        .properties(
+            title=alt.Title(
+                f"Share of healthy GPUs delivered to each {level} (top {len(nodes)} by entitlement)",
+                subtitle=[
+                    "shaded area, in the node's colour: entitled share; solid line, in the run's",
+                    "colour: delivered; dark dashes: owed (its entitlement, given its demand).",
+                    _WARMUP_NOTE,
+                ],
+            )
+        )
+    )
+
+
+#: Dashes of the owed share's line, and how much darker than the run's colour it is.
+OWED_DASH, OWED_SHADE = [4, 3], 0.4
+
+
+def _share_line(rs: list, layer: str, y: alt.Y) -> alt.Chart:
+    """Delivered (solid, in the run's colour) or owed (dashed, darker) shares of ``shares``,
+    one legend for both."""
+    colors = run_colors(rs)
+    styles = {f"delivered: {run}": (c, [1, 0]) for run, c in colors.items()}
+    styles |= {f"owed: {run}": (_shade(c, OWED_SHADE), OWED_DASH) for run, c in colors.items()}
+    domain = list(styles)
+    return (
+        _only(layer)
+        .mark_line(interpolate="step-after", strokeWidth=1.5)
         .encode(
             x=_time_x(),
             y=y,
-            stroke=_run_color(rs, channel=alt.Stroke),
-            detail="series:N",
-            strokeDash=alt.StrokeDash(
-                "series:N",
-                title="share",
-                scale=alt.Scale(domain=["delivered", "owed"], range=[[1, 0], [4, 3]]),
+            stroke=alt.Stroke(
+                "line:N",
+                title="lines",
+                scale=alt.Scale(domain=domain, range=[c for c, _ in styles.values()]),
             ),
+            strokeDash=alt.StrokeDash(
+                "line:N",
+                title="lines",
+                scale=alt.Scale(domain=domain, range=[d for _, d in styles.values()]),
+            ),
+            detail="run:N",
             tooltip=[
                 "run:N",
                 "node:N",
@@ -641,22 +748,6 @@ def shares(
                 alt.Tooltip("t_h:Q", title="hour", format=".0f"),
                 alt.Tooltip("share:Q", format=".1%"),
             ],
-        )
-    )
-    cell = (WIDTH - 30 * columns) // columns
-    return (
-        alt.layer(_warmup_band(), area, line, _warmup_end(), data=data)
-        .properties(width=cell, height=110)
-        .facet(facet=alt.Facet("node:N", sort=nodes, title=None), columns=columns)
-        .properties(
-            title=alt.Title(
-                f"Share of healthy GPUs delivered to each {level} (top {len(nodes)} by entitlement)",
-                subtitle=[
-                    "shaded area, in the node's colour: entitled share; solid line: delivered;",
-                    "dashed: owed (its entitlement, given its demand).",
-                    _WARMUP_NOTE,
-                ],
-            )
         )
     )
 
@@ -706,7 +797,10 @@ def pyramid(results: Any) -> alt.FacetChart:
         .encode(x=_time_x(), y=y, color=color, tooltip=tooltip)
     )
     return (
-        alt.layer(_warmup_band(), area, line, _warmup_end(), data=data)
+        alt.LayerChart(
+            layer=[area, line, _warmup_band(over=True), _warmup_end(), _warmup_label("bottom")],
+            data=data,
+        )
         .properties(width=WIDTH - 220, height=150)
         .facet(row=_row(rs))
         .properties(
@@ -715,7 +809,7 @@ def pyramid(results: Any) -> alt.FacetChart:
                 subtitle=[
                     "availability: share of all GPUs healthy; occupancy, utilization: share of healthy GPUs",
                     "held by jobs (areas: funded and unallocated) and doing useful work. "
-                    + _WARMUP_NOTE,
+                    + _WARMUP_FADED,
                 ],
             )
         )
@@ -765,7 +859,7 @@ def fragmentation(results: Any, work: str = "all") -> alt.LayerChart:
         size=alt.Size("jobs:Q", title="jobs", scale=alt.Scale(range=[20, 200])),
         tooltip=["run:N", "gpus:Q", "quantile:N", alt.Tooltip("wait:N", title="wait"), "jobs:Q"],
     )
-    return alt.layer(lines, points).properties(
+    return alt.LayerChart(layer=[lines, points]).properties(
         width=WIDTH - 140,
         height=300,
         title=alt.Title(
@@ -820,7 +914,7 @@ def gang_idle(results: Any) -> alt.FacetChart:
         )
     )
     return (
-        alt.layer(bars, data=long)
+        alt.LayerChart(layer=[bars], data=long)
         .properties(width=WIDTH - 260, height=alt.Step(16))
         .facet(
             row=alt.Row(
@@ -935,7 +1029,7 @@ def free_blocks(results: Any) -> alt.FacetChart:
     )
     data = _layers(line=long, warmup=_warmup_rows(rs))
     return (
-        alt.layer(_warmup_band(), line, _warmup_end(), data=data)
+        alt.LayerChart(layer=[_warmup_band(), line, _warmup_end(), _warmup_label()], data=data)
         .properties(width=WIDTH - 220, height=140)
         .facet(row=_row(rs))
         .properties(
@@ -983,7 +1077,9 @@ def queue(results: Any, measure: Literal["jobs", "gpus"] = "jobs") -> alt.FacetC
     table["kind_rank"] = table["kind"].map({k: i for i, k in enumerate(kinds.domain)})
     data = _layers(area=table, warmup=_warmup_rows(rs))
     return (
-        alt.layer(_warmup_band(), area, _warmup_end(), data=data)
+        alt.LayerChart(
+            layer=[area, _warmup_band(over=True), _warmup_end(), _warmup_label()], data=data
+        )
         .properties(width=WIDTH - 150, height=140)
         .facet(row=_row(rs))
         .properties(
@@ -991,7 +1087,7 @@ def queue(results: Any, measure: Literal["jobs", "gpus"] = "jobs") -> alt.FacetC
                 f"Jobs waiting in the queue, by job kind (mean per {fmt_duration(bucket * 3600)})"
                 if measure == "jobs"
                 else f"GPUs asked by queued jobs, by job kind (mean per {fmt_duration(bucket * 3600)})",
-                subtitle=_WARMUP_NOTE,
+                subtitle=_WARMUP_FADED,
             )
         )
     )
@@ -1017,13 +1113,27 @@ def gantt(
         else alt.Scale(domain=list(TIER_COLORS), range=list(TIER_COLORS.values()))
     )
     panels = [_gantt_panel(r, t, color, scale) for r, t in zip(rs, tables)]
-    window = f"hours {t0_h or 0:g} to {t1_h:g}" if t1_h is not None else "whole run"
+    who = f"run {rs[0].run}" if len(rs) == 1 else f"{len(rs)} runs, one panel each"
     return alt.vconcat(*panels).properties(
         title=alt.Title(
-            f"GPU assignments per node ({window})",
+            f"GPU assignments per node, {who}: {_gantt_span(rs[0], t0_h, t1_h)}",
             subtitle="each bar: one attempt of a job on one node, as tall as the GPUs it held there",
         )
     )
+
+
+def _gantt_span(result: Any, t0_h: float | None, t1_h: float | None) -> str:
+    """The hours a Gantt chart shows, and where they sit against the reporting window."""
+    start, end = result.window.t0 / 3600.0, result.config.horizon_s / 3600.0
+    lo, hi = start if t0_h is None else t0_h, end if t1_h is None else t1_h
+    hours = f"hours {lo:g} to {hi:g}"
+    if lo == start and hi == end:
+        return f"the reporting window ({hours})"
+    if lo >= start:
+        return f"{hours}, in the reporting window"
+    if hi <= start:
+        return f"{hours}, in the warm-up (not measured)"
+    return f"{hours} (warm-up until hour {start:g})"
 
 
 def _gantt_panel(result: Any, table: pd.DataFrame, color: str, scale: alt.Scale) -> alt.LayerChart:
@@ -1077,9 +1187,9 @@ def _gantt_panel(result: Any, table: pd.DataFrame, color: str, scale: alt.Scale)
     )
     layers = [bars, *_gantt_warmup(result, table)]
     height = min(600, max(120, 10 * len(nodes)))
-    shown = f"{result.run}: {len(nodes)} of {result.config.nodes} nodes (max_rows)"
+    shown = f"{result.run}: the first {len(nodes)} of {result.config.nodes} nodes (a chart of all would be too big)"
     title = result.run if len(nodes) >= result.config.nodes else shown
-    return alt.layer(*layers).properties(width=WIDTH - 160, height=height, title=title)
+    return alt.LayerChart(layer=layers).properties(width=WIDTH - 160, height=height, title=title)
 
 
 def _gantt_warmup(result: Any, table: pd.DataFrame) -> list[alt.Chart]:
@@ -1159,6 +1269,10 @@ _FRACTIONS = {
 }
 
 
+#: Width of a value label ("97%") of the headline fractions, with its gap, in shares of the axis.
+LABEL_SPAN = 0.08
+
+
 def _headline_fractions(rs: list, metrics: pd.DataFrame) -> alt.LayerChart:
     """Grouped bars of the four fractions, Ai2's value as a tick."""
     long = metrics.melt(
@@ -1168,6 +1282,7 @@ def _headline_fractions(rs: list, metrics: pd.DataFrame) -> alt.LayerChart:
         value_name="value",
     ).dropna(subset=["value"])
     long["label"] = long["metric"].map(_FRACTIONS)
+    long["label_x"] = _clear_of_ticks(long)
     refs = pd.DataFrame(
         [
             {"label": _FRACTIONS[m], "ref": v, "text": f"Ai2 {v:.0%}"}
@@ -1189,17 +1304,26 @@ def _headline_fractions(rs: list, metrics: pd.DataFrame) -> alt.LayerChart:
             tooltip=["run:N", "label:N", alt.Tooltip("value:Q", format=".1%")],
         )
     )
-    text = bars.mark_text(align="left", dx=3, fontSize=10).encode(
-        text=alt.Text("value:Q", format=".0%")
+    text = bars.mark_text(align="left", dx=4, fontSize=10).encode(
+        x="label_x:Q", text=alt.Text("value:Q", format=".0%")
     )
     ref = (
         alt.Chart(refs)
         .mark_tick(color="black", thickness=2)
         .encode(x="ref:Q", y=y, tooltip=[alt.Tooltip("text:N", title="reference")])
     )
-    return alt.layer(bars, text, ref).properties(
+    return alt.LayerChart(layer=[bars, text, ref]).properties(
         width=WIDTH - 220, height=22 * len(rs) * len(_FRACTIONS) + 20
     )
+
+
+def _clear_of_ticks(long: pd.DataFrame) -> pd.Series:
+    """Where each bar's value label starts: at the bar's end, or just past Ai2's tick when the
+    label would cover it."""
+    refs = {_FRACTIONS[m]: v for m, v in AI2_REFERENCE.items() if m in _FRACTIONS}
+    ref = long["label"].map(refs)
+    covers = (long["value"] <= ref) & (ref < long["value"] + LABEL_SPAN)
+    return long["value"].where(~covers, ref)
 
 
 def _headline_debug(rs: list, metrics: pd.DataFrame) -> alt.LayerChart:
@@ -1243,7 +1367,7 @@ def _headline_debug(rs: list, metrics: pd.DataFrame) -> alt.LayerChart:
     label = rule.mark_text(align="left", dx=2, dy=-4, fontSize=10, baseline="bottom").encode(
         y=alt.value(0), text="text:N"
     )
-    return alt.layer(bars, rule, label).properties(
+    return alt.LayerChart(layer=[bars, rule, label]).properties(
         width=(WIDTH - 200) // 2, height=26 * len(rs) + 10
     )
 
@@ -1255,7 +1379,7 @@ def _headline_preemptions(rs: list, metrics: pd.DataFrame) -> alt.Chart:
         alt.Chart(table)
         .mark_bar()
         .encode(
-            x=alt.X("preemptions:Q", title="preemptions"),
+            x=alt.X("preemptions:Q", title="preemptions", axis=count_axis()),
             y=alt.Y("run:N", sort=_runs(rs), title=None),
             color=_run_color(rs),
             tooltip=[
@@ -1271,16 +1395,106 @@ def _headline_preemptions(rs: list, metrics: pd.DataFrame) -> alt.Chart:
 # ---------------------------------------------------------------- sweeps (impactlab.summarise_sweep)
 
 _STAT_COLUMNS = ("label", "point_key", "metric", "n", "mean", "std", "ci_low", "ci_high")
+#: Metrics in words, for axis titles (``metric_title`` words waits and per-kind metrics itself).
+METRIC_TITLES = {
+    **_FRACTIONS,
+    "jain": "Jain's fairness over projects",
+    "jobs": "jobs",
+    "preemptions": "preemptions",
+    "lost_gpu_hours": "GPU-hours lost to preemption",
+}
+#: The quantity of a quantile metric (``wait_p90_s``, ``queued_p50_s``), in words.
+_QUANTITIES = {"wait": "wait", "queued": "time queued"}
+#: Units a duration is drawn in: the largest one that its largest value reaches.
+_DURATION_UNITS = ((3600.0, "h"), (60.0, "min"), (1.0, "s"))
+#: Point shapes, one per value of a swept knob (repeated past eight values).
+SHAPES = (
+    "circle",
+    "square",
+    "triangle-up",
+    "diamond",
+    "cross",
+    "triangle-down",
+    "triangle-right",
+    "triangle-left",
+)
+
+
+def metric_title(metric: str, unit: str = "") -> str:
+    """A metric in words, with ``unit`` in brackets: ``wait_p90_s.size_9-64`` -> "p90 wait, jobs
+    of 9-64 GPUs"."""
+    head, _, group = metric.partition(".")
+    words = head.split("_")
+    if len(words) == 3 and words[0] in _QUANTITIES and words[2] == "s":
+        text = f"{words[1]} {_QUANTITIES[words[0]]}"
+    else:
+        text = METRIC_TITLES.get(head, head.replace("_", " "))
+    text = f"{text}, {_group_words(group)}" if group else text
+    return f"{text} ({unit})" if unit else text
+
+
+def _group_words(group: str) -> str:
+    """The jobs a metric's suffix names: ``size_9-64`` -> "jobs of 9-64 GPUs", ``debug`` -> "debug jobs"."""
+    size = group.removeprefix("size_")
+    if size != group:
+        return "1-GPU jobs" if size == "1" else f"jobs of {size} GPUs"
+    return "all jobs" if group == "all" else f"{group} jobs"
+
+
+def knob_title(name: str) -> str:
+    """A swept parameter in words with its unit, as the Explorer labels it (``cap_hours`` ->
+    "protection cap (h)"); not a declared parameter: its name in words."""
+    try:
+        return label(parameter(name))
+    except ValueError:  # ParamError: not a declared parameter (a custom column)
+        return name.replace("_", " ")
+
+
+def _is_duration(metric: str) -> bool:
+    return metric.partition(".")[0].endswith("_s")
+
+
+def _is_share(metric: str) -> bool:
+    """A metric that cannot exceed 1."""
+    return metric in _FRACTIONS or metric == "jain" or metric.endswith("_share")
+
+
+def _duration_unit(seconds: pd.Series) -> tuple[float, str]:
+    """Seconds per unit, and the unit, to draw these durations in (hours for hours-long waits)."""
+    top = float(seconds.abs().max()) if seconds.notna().any() else 0.0
+    return next(((d, u) for d, u in _DURATION_UNITS if top >= d), _DURATION_UNITS[-1])
+
+
+def _sweep_metric(stats: pd.DataFrame, metric: str) -> tuple[pd.DataFrame, str]:
+    """The rows of one metric, durations in readable units and the 95% interval clipped to what
+    the metric can be (a wait is never below 0 s, a share never above 1), and its axis title."""
+    rows = _sweep_rows(stats, metric)
+    per, unit = _duration_unit(rows["mean"]) if _is_duration(metric) else (1.0, "")
+    values = rows[["mean", "ci_low", "ci_high"]] / per
+    lower = 0.0 if (values["mean"].dropna() >= 0).all() else None
+    upper = 1.0 if _is_share(metric) else None
+    ci = values[["ci_low", "ci_high"]].clip(lower=lower, upper=upper)
+    return rows.assign(mean=values["mean"], **ci), metric_title(metric, unit)
+
+
+def spans_orders(values: pd.Series, floor: float = 0.0) -> bool:
+    """Whether the positive ``values`` span LOG_SPAN or more, the smallest taken as at least
+    ``floor`` (where smaller ones are drawn): then a log axis shows them all."""
+    positive = values[values > 0]
+    return len(positive) > 1 and positive.max() >= LOG_SPAN * max(positive.min(), floor)
 
 
 def sweep_lines(stats: pd.DataFrame, x: str, metric: str, log_x: bool = False) -> alt.LayerChart:
     """One metric of a sweep against the knob ``x``: mean across seeds with its 95% CI band, one
     line per policy (and per value of the other swept columns). A policy that does not declare
     ``x`` (legacy has no cap) is drawn flat and dashed across the range, as a reference."""
-    table = _sweep_rows(stats, metric)
+    table, y_title = _sweep_metric(stats, metric)
     if x not in table.columns:
         raise ValueError(f"{x!r} is not a config column of the sweep")
+    legend = _series_title(table, exclude=(x,))
     table = table.assign(series=_series(table, exclude=(x,)))
+    log_y = spans_orders(table["mean"])
+    table = _floored(table) if log_y else table
     numeric = pd.api.types.is_numeric_dtype(table[x]) and table[x].notna().any()
     table = _flat_references(table, x) if numeric else table.dropna(subset=[x])
     colors = _series_colors(table)
@@ -1294,22 +1508,28 @@ def sweep_lines(stats: pd.DataFrame, x: str, metric: str, log_x: bool = False) -
         else alt.Undefined
     )
     axis = alt.Axis(values=values) if values and len(values) <= 12 else alt.Axis()
+    x_title = knob_title(x)
     base = alt.Chart(table[["series", x, "mean", "ci_low", "ci_high", "n", "reference"]]).encode(
-        x=alt.X(f"{x}:{kind}", title=x, scale=scale, axis=axis),
+        x=alt.X(f"{x}:{kind}", title=x_title, scale=scale, axis=axis),
         color=alt.Color(
             "series:N",
-            title=None,
+            title=legend,
             scale=alt.Scale(domain=list(colors), range=list(colors.values())),
+            legend=alt.Legend(symbolOpacity=1),  # not the band's paler colour
         ),
         detail="series:N",
     )
-    band = base.mark_area(opacity=0.18).encode(y=alt.Y("ci_low:Q", title=metric), y2="ci_high:Q")
+    axis_title, y_scale = _value_axis(y_title, log_y)
+    band = base.mark_area(opacity=0.18).encode(
+        y=alt.Y("ci_low:Q", title=axis_title, scale=y_scale if log_y else alt.Undefined),
+        y2="ci_high:Q",
+    )
     dash = alt.condition(alt.datum.reference, alt.value([5, 3]), alt.value([1, 0]))
     line = base.mark_line().encode(y="mean:Q", strokeDash=dash)
     tooltip = [
-        "series:N",
-        f"{x}:{kind}",
-        alt.Tooltip("mean:Q", format=",.4~g"),
+        alt.Tooltip("series:N", title=legend or "series"),
+        alt.Tooltip(f"{x}:{kind}", title=x_title),
+        alt.Tooltip("mean:Q", title=y_title, format=",.4~g"),
         alt.Tooltip("ci_low:Q", title="95% CI low", format=",.4~g"),
         alt.Tooltip("ci_high:Q", title="95% CI high", format=",.4~g"),
         alt.Tooltip("n:Q", title="seeds"),
@@ -1320,80 +1540,175 @@ def sweep_lines(stats: pd.DataFrame, x: str, metric: str, log_x: bool = False) -
         .encode(y="mean:Q", tooltip=tooltip)
     )
     title = alt.Title(
-        f"{metric} against {x}", subtitle="mean across seeds, band: 95% confidence interval"
+        f"{metric_title(metric)} against {x_title}",
+        subtitle="mean across seeds, band: 95% confidence interval",
     )
-    return alt.layer(band, line, points).properties(width=WIDTH - 200, height=260, title=title)
+    return alt.LayerChart(layer=[band, line, points]).properties(
+        width=WIDTH - 200, height=260, title=title
+    )
 
 
-def tradeoff(stats: pd.DataFrame, x_metric: str, y_metric: str) -> alt.LayerChart:
+def tradeoff(
+    stats: pd.DataFrame,
+    x_metric: str,
+    y_metric: str,
+    color: str | None = None,
+    shape: str | None = None,
+) -> alt.LayerChart:
     """Two metrics of a sweep against each other, one point per config (mean across seeds) with
-    95% CI bars both ways: coloured by policy and labelled with the other swept values, or, for
-    a single policy, coloured by those values."""
-    xs = _sweep_rows(stats, x_metric)
-    ys = _sweep_rows(stats, y_metric)[["point_key", "mean", "ci_low", "ci_high", "n"]]
-    table = xs.merge(ys, on="point_key", suffixes=("_x", "_y"))
+    95% CI bars both ways: colour says one swept knob (the first, or ``color``), shape another
+    (the second, or ``shape``); a label beside each point says any further one."""
+    xs, x_title = _sweep_metric(stats, x_metric)
+    ys, y_title = _sweep_metric(stats, y_metric)
+    table = xs.merge(
+        ys[["point_key", "mean", "ci_low", "ci_high", "n"]], on="point_key", suffixes=("_x", "_y")
+    )
+    roles = _grid_roles(table, color, shape)
     table = table.assign(
-        series=_series(table, exclude=("policy",), empty=""), policy=table.get("policy", "run")
+        colour=_knob_text(table, roles[0]),
+        shape=_knob_text(table, roles[1]),
+        others=_others_text(table, exclude=roles),
     )
-    cols = [
-        "policy",
-        "series",
-        "label",
-        "mean_x",
-        "ci_low_x",
-        "ci_high_x",
-        "mean_y",
-        "ci_low_y",
-        "ci_high_y",
-        "n_x",
-    ]
-    by_policy = table["policy"].nunique() > 1 or not table["series"].any()
-    base = alt.Chart(table[cols]).encode(color=_tradeoff_color(table, by_policy))
-    x = alt.X("mean_x:Q", title=x_metric, scale=alt.Scale(zero=False))
-    y = alt.Y("mean_y:Q", title=y_metric, scale=alt.Scale(zero=False))
-    xbar = base.mark_rule(opacity=0.5).encode(
-        x=alt.X("ci_low_x:Q", title=x_metric), x2="ci_high_x:Q", y=y
-    )
-    ybar = base.mark_rule(opacity=0.5).encode(
-        x=x, y=alt.Y("ci_low_y:Q", title=y_metric), y2="ci_high_y:Q"
-    )
-    tooltip = [
-        "label:N",
-        alt.Tooltip("mean_x:Q", title=x_metric, format=",.4~g"),
-        alt.Tooltip("mean_y:Q", title=y_metric, format=",.4~g"),
-        alt.Tooltip("n_x:Q", title="seeds"),
-    ]
+    logs = {axis: spans_orders(table[f"mean_{axis}"]) for axis in "xy"}
+    for axis in (a for a, log in logs.items() if log):
+        table = _floored(table, f"_{axis}")
+    x_title, x_scale = _value_axis(x_title, logs["x"])
+    y_title, y_scale = _value_axis(y_title, logs["y"])
+    x = alt.X("mean_x:Q", title=x_title, scale=x_scale)
+    y = alt.Y("mean_y:Q", title=y_title, scale=y_scale)
+    base = alt.Chart(table).encode(color=_tradeoff_color(table, roles[0]))
     layers = [
-        xbar,
-        ybar,
-        base.mark_point(filled=True, size=60, opacity=1).encode(x=x, y=y, tooltip=tooltip),
+        base.mark_rule(opacity=0.45).encode(
+            x=alt.X("ci_low_x:Q", title=x_title, scale=x_scale), x2="ci_high_x:Q", y=y
+        ),
+        base.mark_rule(opacity=0.45).encode(
+            x=x, y=alt.Y("ci_low_y:Q", title=y_title, scale=y_scale), y2="ci_high_y:Q"
+        ),
+        base.mark_point(filled=True, size=80, opacity=1).encode(
+            x=x,
+            y=y,
+            shape=_tradeoff_shape(table, roles[1]),
+            tooltip=_tradeoff_tooltip(roles, x_title, y_title),
+        ),
     ]
-    if by_policy:  # the colour says the policy; a label says the rest
+    if table["others"].any():  # colour and shape say two knobs; a label says the rest
         layers.append(
-            base.mark_text(align="left", dx=6, dy=-6, fontSize=10).encode(x=x, y=y, text="series:N")
+            base.mark_text(align="left", dx=7, dy=-7, fontSize=10).encode(x=x, y=y, text="others:N")
         )
     title = alt.Title(
-        f"{y_metric} against {x_metric}",
-        subtitle="one point per config: mean across seeds, bars: 95% confidence intervals",
+        f"Trade-off: {metric_title(y_metric)} against {metric_title(x_metric)}",
+        subtitle="one point per config: mean across seeds; bars: 95% confidence intervals",
     )
-    return alt.layer(*layers).properties(width=WIDTH - 200, height=300, title=title)
+    return alt.LayerChart(layer=layers).properties(width=WIDTH - 200, height=300, title=title)
 
 
-def _tradeoff_color(table: pd.DataFrame, by_policy: bool) -> alt.Color:
-    if by_policy:
-        colors = _policy_colors(table["policy"])
-        return alt.Color(
-            "policy:N",
-            title="policy",
-            scale=alt.Scale(domain=list(colors), range=list(colors.values())),
+def _grid_roles(
+    table: pd.DataFrame, color: str | None, shape: str | None
+) -> tuple[str | None, str | None]:
+    """The swept columns that colour and shape a trade-off's points: as asked, else the first
+    two that vary (policy first)."""
+    for name in (color, shape):
+        if name is not None and name not in table.columns:
+            raise ValueError(f"{name!r} is not a config column of the sweep")
+    varied = _varied(table, exclude=())
+    color = color or next((c for c in varied if c != shape), None)
+    shape = shape or next((c for c in varied if c != color), None)
+    return color, shape
+
+
+def _knob_text(table: pd.DataFrame, column: str | None) -> pd.Series:
+    """A swept column's values as legend text ("1", "impactful"; "n/a" where a policy lacks it)."""
+    if column is None:
+        return pd.Series("", index=table.index)
+    return table[column].map(lambda v: "n/a" if pd.isna(v) else _show(v))
+
+
+def _others_text(table: pd.DataFrame, exclude: Sequence[str | None]) -> pd.Series:
+    """Per row: the swept values that neither colour nor shape says ("window (days) 3")."""
+    varied = _varied(table, exclude)
+    return (
+        table.apply(
+            lambda row: ", ".join(
+                f"{knob_title(c)} {_show(row[c])}" for c in varied if pd.notna(row[c])
+            ),
+            axis=1,
         )
-    order = list(dict.fromkeys(table["series"]))
-    return alt.Color(
-        "series:N",
-        title=str(table["policy"].iloc[0]),
-        sort=order,
-        scale=alt.Scale(scheme="tableau20"),
+        if len(table)
+        else pd.Series(dtype=str)
     )
+
+
+def _show(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _knob_order(table: pd.DataFrame, column: str) -> list[str]:
+    """A swept column's legend text, in the order of its values ("n/a" last)."""
+    values = table[column].dropna().unique().tolist()
+    try:
+        values = sorted(values)
+    except TypeError:  # mixed types: keep the sweep's order
+        pass
+    missing = ["n/a"] if table[column].isna().any() else []
+    return [_show(v) for v in values] + missing
+
+
+def _tradeoff_color(table: pd.DataFrame, column: str | None) -> alt.Color | alt.ColorValue:
+    """Colour by one swept knob: policies in their colours, other values in distinct ones."""
+    if column is None:
+        policy = str(table["policy"].iloc[0]) if "policy" in table else ""
+        return alt.ColorValue(POLICY_COLORS.get(policy, POLICY_COLORS["impactful"]))
+    order = _knob_order(table, column)
+    if column == "policy":
+        palette = list(_policy_colors(pd.Series(order)).values())
+    else:
+        palette = [FALLBACK_COLORS[i % len(FALLBACK_COLORS)] for i in range(len(order))]
+    scale = alt.Scale(domain=order, range=palette)
+    legend = alt.Legend(symbolOpacity=1)  # not the error bars' paler colour
+    return alt.Color("colour:N", title=knob_title(column), sort=order, scale=scale, legend=legend)
+
+
+def _tradeoff_shape(table: pd.DataFrame, column: str | None) -> alt.Shape | alt.ShapeValue:
+    """Shape by a second swept knob, one shape per value."""
+    if column is None:
+        return alt.ShapeValue("circle")
+    order = _knob_order(table, column)
+    shapes = [SHAPES[i % len(SHAPES)] for i in range(len(order))]
+    scale = alt.Scale(domain=order, range=shapes)
+    return alt.Shape("shape:N", title=knob_title(column), sort=order, scale=scale)
+
+
+def _value_axis(title: str, log: bool) -> tuple[str, alt.Scale]:
+    """A value axis's title and scale: logarithmic (and saying so) or linear, not from zero."""
+    if log:
+        return f"{title}, log scale", alt.Scale(type="log")
+    return title, alt.Scale(zero=False)
+
+
+def _floored(table: pd.DataFrame, suffix: str = "") -> pd.DataFrame:
+    """For a log axis: means and interval ends (``mean{suffix}``, ...) under a third of the
+    smallest positive mean drawn at that floor (a log axis has no 0)."""
+    means = table[f"mean{suffix}"]
+    floor = float(means[means > 0].min()) / 3.0
+    columns = [f"{c}{suffix}" for c in ("mean", "ci_low", "ci_high")]
+    return table.assign(**{c: table[c].clip(lower=floor) for c in columns})
+
+
+def _tradeoff_tooltip(
+    roles: tuple[str | None, str | None], x_title: str, y_title: str
+) -> list[Any]:
+    knobs = [
+        alt.Tooltip(f"{field}:N", title=knob_title(column))
+        for field, column in zip(("colour", "shape"), roles)
+        if column is not None
+    ]
+    return [
+        alt.Tooltip("label:N", title="config"),
+        *knobs,
+        alt.Tooltip("mean_x:Q", title=x_title, format=",.4~g"),
+        alt.Tooltip("mean_y:Q", title=y_title, format=",.4~g"),
+        alt.Tooltip("n_x:Q", title="seeds"),
+    ]
 
 
 def _sweep_rows(stats: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -1409,24 +1724,26 @@ def _sweep_rows(stats: pd.DataFrame, metric: str) -> pd.DataFrame:
     return rows.reset_index(drop=True)
 
 
-def _series(table: pd.DataFrame, exclude: Sequence[str], empty: str = "all") -> pd.Series:
-    """Per row: the swept config values other than ``exclude`` ("impactful window_days=3")."""
+def _varied(table: pd.DataFrame, exclude: Sequence[str | None]) -> list[str]:
+    """The swept config columns (those that vary), but ``exclude``, in the table's order."""
     config = [c for c in table.columns if c not in _STAT_COLUMNS and not c.endswith(("_x", "_y"))]
-    varied = [c for c in config if c not in exclude and table[c].astype(str).nunique() > 1]
+    return [c for c in config if c not in exclude and table[c].astype(str).nunique() > 1]
+
+
+def _series(table: pd.DataFrame, exclude: Sequence[str | None], empty: str = "all") -> pd.Series:
+    """Per row: the swept config values other than ``exclude`` ("impactful, 3"), in the order of
+    ``_series_title``."""
+    varied = _varied(table, exclude)
 
     def name(row: pd.Series) -> str:
-        parts = [
-            str(row[c])
-            if c == "policy"
-            else f"{c}={row[c]:g}"
-            if isinstance(row[c], float)
-            else f"{c}={row[c]}"
-            for c in varied
-            if not pd.isna(row[c])
-        ]
-        return " ".join(parts) or empty
+        return ", ".join(_show(row[c]) for c in varied if not pd.isna(row[c])) or empty
 
     return table.apply(name, axis=1) if len(table) else pd.Series(dtype=str)
+
+
+def _series_title(table: pd.DataFrame, exclude: Sequence[str | None]) -> str | None:
+    """What ``_series`` names, in words ("policy, window (days)"), for a legend's title."""
+    return ", ".join(knob_title(c) for c in _varied(table, exclude)) or None
 
 
 def _flat_references(table: pd.DataFrame, x: str) -> pd.DataFrame:
@@ -1435,7 +1752,7 @@ def _flat_references(table: pd.DataFrame, x: str) -> pd.DataFrame:
     lo, hi = (table.loc[has, x].min(), table.loc[has, x].max()) if has.any() else (0, 1)
     flat = table[~has]
     ends = pd.concat([flat.assign(**{x: lo}), flat.assign(**{x: hi})], ignore_index=True)
-    ends = ends.assign(series=ends["series"] + f" (no {x})")
+    ends = ends.assign(series=ends["series"] + " (no such knob)")
     return pd.concat(
         [table[has].assign(reference=False), ends.assign(reference=True)], ignore_index=True
     )

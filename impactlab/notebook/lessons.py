@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..base.units import DAY_S
 from ..inputs.budgets import BudgetTree
-from .charts import WIDTH, as_results, run_colors
+from .charts import WIDTH, as_results, count_axis, knob_title, run_colors, spans_orders
 
 #: Budget measures in the order a reader compares them.
 MEASURES = ("entitled", "owed", "delivered")
@@ -183,7 +183,7 @@ def metric_chart(
     knob (a sweep), bars over a text column such as ``run`` (variants, in the runs' colours).
     ``metrics`` maps a column to its title; each panel has its own value scale, logarithmic
     where the values span two orders of magnitude or more (a wait of 57 s next to one of
-    16,654 s), with values under 1 drawn at 1."""
+    16,654 s), with values under 1 drawn at 1; counts (integer columns) on whole-number ticks."""
     titles = dict(metrics) if isinstance(metrics, Mapping) else {m: m for m in metrics}
     missing = sorted((set(titles) | {x, "run"}) - set(frame.columns))
     if missing:
@@ -200,8 +200,8 @@ def metric_chart(
     return chart.properties(title=title) if title else chart
 
 
-#: A panel's value axis turns logarithmic when its largest value is this many times its smallest.
-LOG_SPAN = 100.0
+#: On a logarithmic value axis (``charts.LOG_SPAN``), values under this are drawn at it.
+LOG_FLOOR = 1.0
 
 
 def _metric_panel(
@@ -210,13 +210,17 @@ def _metric_panel(
     """One metric of ``metric_chart``: a line over a numeric ``x``, bars over runs."""
     ids = list(dict.fromkeys([x, "run"]))
     data = frame[ids].assign(value=frame[column].to_numpy(dtype=float), metric=label)
-    positive = data["value"][data["value"] > 0]
-    log = len(positive) > 1 and positive.max() >= LOG_SPAN * max(positive.min(), 1.0)
+    log = spans_orders(data["value"], floor=LOG_FLOOR)
     if log:
-        data["value"] = data["value"].clip(lower=1.0)
+        data["value"] = data["value"].clip(lower=LOG_FLOOR)
     value_scale = alt.Scale(type="log") if log else alt.Scale(zero=True)
     value_title = f"{label} (log scale)" if log else None
-    tooltip = ["run:N", alt.Tooltip("value:Q", title=label, format=",.3~f")]
+    counts = pd.api.types.is_integer_dtype(frame[column]) and not log
+    value_axis = count_axis() if counts else alt.Axis()
+    tooltip: list[str | alt.Tooltip] = [
+        "run:N",
+        alt.Tooltip("value:Q", title=label, format=",.3~f"),
+    ]
     if numeric:
         values = sorted(frame[x].dropna().unique().tolist())
         lo, hi = (values[0], values[-1]) if values else (1, 10)
@@ -225,12 +229,12 @@ def _metric_panel(
         )
         axis = alt.Axis(values=values) if len(values) <= 12 else alt.Axis()  # tick the values tried
         base = alt.Chart(data).encode(
-            x=alt.X(f"{x}:Q", scale=scale, axis=axis),
-            y=alt.Y("value:Q", title=value_title, scale=value_scale),
+            x=alt.X(f"{x}:Q", title=knob_title(x), scale=scale, axis=axis),
+            y=alt.Y("value:Q", title=value_title, scale=value_scale, axis=value_axis),
             tooltip=[f"{x}:Q", *tooltip],
         )
-        return alt.layer(
-            base.mark_line(color="#08519c"), base.mark_point(filled=True, color="#08519c")
+        return alt.LayerChart(
+            layer=[base.mark_line(color="#08519c"), base.mark_point(filled=True, color="#08519c")]
         )
     rows = [
         SimpleNamespace(run=run, config=SimpleNamespace(policy=policy))
@@ -245,9 +249,11 @@ def _metric_panel(
         .mark_bar()
         .encode(
             y=alt.Y(f"{x}:N", sort=order, title=None),
-            x=alt.X("value:Q", title=value_title, scale=value_scale),
+            x=alt.X("value:Q", title=value_title, scale=value_scale, axis=value_axis),
+            # a log axis has no zero: bars rise from the floor that small values are drawn at
+            x2=alt.X2(datum=LOG_FLOOR) if log else alt.Undefined,
             color=color,
             tooltip=tooltip,
         )
     )
-    return alt.layer(bars)
+    return alt.LayerChart(layer=[bars])

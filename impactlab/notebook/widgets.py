@@ -30,7 +30,7 @@ from ..analysis.explain import story_choices
 from ..analysis.results import SimResult
 from ..base.config import SimConfig, parameters
 from ..base.files import DATA, find_input, shipped_files
-from ..base.params import Param, ParamError
+from ..base.params import Param, ParamError, label
 from ..base.registry import policy_names
 from ..base.units import DAY_S
 from ..inputs.budgets import BudgetError
@@ -77,50 +77,6 @@ def default_config() -> SimConfig:
 
 #: Width of a control's label (its text must fit: ``label`` keeps labels short).
 LABEL_WIDTH = "150px"
-#: Labels that say more, or say it shorter, than the parameter's name does (the unit is added).
-LABELS = {
-    "funded_load": "funded",
-    "pretrain_chain_mean": "runs per campaign",
-    "trace_days": "trace length",
-    "cycle_s": "scheduling cycle",
-    "opt_out_long": "opt-out, jobs > 8 h",
-    "opt_out_short": "opt-out, shorter jobs",
-    "session_resubmit_share": "sessions resubmitted",
-    "session_resubmit_delay_s": "resubmit delay",
-    "warmup_days": "warm-up",
-    "mtbf_hours": "node MTBF",
-    "detect_hours": "detection",
-    "crash_s": "crash after",
-    "half_life_days": "half-life",
-    "cap_hours": "protection cap",
-    "cap_hours_interactive": "interactive cap",
-    "reserve_min_nodes": "reserve from",
-}
-#: Words of a name as a label writes them.
-WORDS = {"gpus": "GPUs", "mtbf": "MTBF"}
-#: The word that ends a name when it only repeats the unit (``restart_overhead_s``, ``window_days``).
-UNIT_WORDS = {
-    "s": "s",
-    "h": "hours",
-    "days": "days",
-    "GPUs": "gpus",
-    "nodes": "nodes",
-    "jobs": "jobs",
-}
-#: How units read in a label.
-UNIT_TEXT = {"x capacity": "\u00d7 capacity", "x": "\u00d7"}
-
-
-def label(param: Param) -> str:
-    """A control's label: the parameter's name in words, with its unit (``restart_overhead_s`` ->
-    "restart overhead (s)", ``gpus`` -> "GPUs"). The name itself is in the tooltip."""
-    words, unit = param.name.split("_"), param.unit
-    if len(words) > 1 and words[-1] == UNIT_WORDS.get(unit):
-        words = words[:-1]
-    text = LABELS.get(param.name) or " ".join(WORDS.get(word, word) for word in words)
-    if not unit or unit.lower() in text.lower().split():  # "GPUs", "GPUs per node": said already
-        return text
-    return f"{text} ({UNIT_TEXT.get(unit, unit)})"
 
 
 def tooltip(param: Param) -> str:
