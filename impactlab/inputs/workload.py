@@ -110,7 +110,7 @@ def estimate_size(config: SimConfig) -> SizeEstimate | None:
 
 def read_trace(config: SimConfig) -> tuple[pd.DataFrame, dict[str, Any]]:
     """The config's trace file, loaded, reshaped and validated, with its provenance."""
-    path = find_input(config.trace_path or "")
+    path = Path(config.trace_path or "")  # as given: load() finds a shipped file by its name
     loaded = load(
         path,
         config.trace_format,
@@ -132,7 +132,7 @@ def read_trace(config: SimConfig) -> tuple[pd.DataFrame, dict[str, Any]]:
         "source": "file",
         "path": config.trace_path,  # as given (a shipped file by its bare name); sha256 pins it
         "format": report.format,
-        "sha256": file_hash(path),
+        "sha256": file_hash(find_input(path)),
         "load_report": report.to_dict(),
     }
     return trace, provenance

@@ -8,6 +8,7 @@ both as a ``Loaded``. Formats and their mappings are documented in docs/traces.m
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ def load(path: str | Path, format: str | None = None, **options: Any) -> Loaded:
     ``options`` are the fields of ``LoadOptions`` (``max_gpus``, ``oversize``, ``on_bad``,
     ``max_duration_s``, ``kind_rule``, ``seed``, ``users_per_project``, ``sep``).
     """
-    path = find_input(path)
+    given, path = Path(path), find_input(path)
     if not path.exists():
         raise TraceError(
             str(path),
@@ -52,7 +53,10 @@ def load(path: str | Path, format: str | None = None, **options: Any) -> Loaded:
         raise TraceError(
             str(path), None, None, f"unknown format {name!r}; choose from {sorted(FORMATS)}"
         )
-    return FORMATS[name](path, LoadOptions(**options))
+    loaded = FORMATS[name](path, LoadOptions(**options))
+    if path != given:  # a shipped file named by its bare name: reported by that name
+        loaded = Loaded(loaded.trace, replace(loaded.report, source=str(given)))
+    return loaded
 
 
 def load_trace(path: str | Path, format: str | None = None, **options: Any) -> pd.DataFrame:
