@@ -452,7 +452,7 @@ def test_sweep_lines_are_titled_in_words_with_a_band_above_zero():
         ("preemptions.interactive", "", "preemptions, interactive jobs"),
         ("lost_gpu_hours", "", "GPU-hours lost to preemption"),
         ("impact", "", "impact (owed GPU time delivered)"),
-        ("sessions_killed", "", "sessions killed"),
+        ("sessions_killed", "", "interactive sessions killed"),
     ],
 )
 def test_metric_titles_read_like_a_person(metric, unit, words):

@@ -643,7 +643,7 @@ def test_a_withdrawn_job_the_plans_were_made_for_wakes_the_next_pass():
 
 
 def test_a_size_is_not_skipped_for_jobs_the_reservation_keeps_off_its_nodes():
-    """Found by a fuzzer (a review of stop 26). With a backfill reservation, ``queues.drain``
+    """Found by a fuzzer (a review of stop 26). With a backfill reservation, ``queues.start_in_order``
     skipped the rest of a job size once one job of it failed to find victims.
     At 11,578 s j047 (lane a2, 4 GPUs, free to use the reserved nodes) fails: its walk draws
     j033 first, after which j064 fails the fair swap. j001, behind it in the same lane and

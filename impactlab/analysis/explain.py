@@ -154,7 +154,7 @@ class ExplainError(KeyError):
 
 # ----- the replay ------------------------------------------------------------------------------
 @dataclass
-class Attempt:
+class RunningAttempt:
     """A running attempt as the replay sees it."""
 
     job: Job
@@ -169,7 +169,7 @@ class Occupancy:
     per_node: int
     free: list[int]
     down: set[int] = field(default_factory=set)
-    running: dict[str, Attempt] = field(default_factory=dict)
+    running: dict[str, RunningAttempt] = field(default_factory=dict)
 
     def fits(self, job: Job) -> bool:
         """Whether ``job`` could be placed now."""
@@ -219,7 +219,7 @@ class Replay:
             job, where = self.jobs[job_id], node_list(nodes)
             for n in where:
                 state.free[n] -= job.per_node
-            state.running[job_id] = Attempt(
+            state.running[job_id] = RunningAttempt(
                 job, where, t + self.policy.protection_s(job, where, detail)
             )
         elif event in STOPS:
@@ -238,7 +238,8 @@ class Replay:
 def explainer(result: LoggedRun) -> Explainer:
     """The run's policy's answers to a story's questions (``Policy.explainer``)."""
     policy = make_policy(result.config.policy, **result.config.policy_knobs)
-    return policy.explainer(result.config.nodes)
+    ask = getattr(policy, "explainer", None)  # a policy written to the protocol without BasePolicy
+    return ask(result.config.nodes) if ask is not None else Explainer(policy, result.config.nodes)
 
 
 def protection_ends(result: LoggedRun, records: Sequence[Job]) -> np.ndarray:
@@ -372,9 +373,9 @@ class Walk:
 
     block: int = 0  # the largest free block once the pass of the first instant had run
     down: int = 0  # nodes down then
-    running: list[Attempt] = field(default_factory=list)  # running attempts then
+    running: list[RunningAttempt] = field(default_factory=list)  # running attempts then
 
-    def protected(self, t0: float) -> list[Attempt]:
+    def protected(self, t0: float) -> list[RunningAttempt]:
         """The attempts still protected when the wait began at ``t0``."""
         return [a for a in self.running if a.protected_until_s > t0]
 
@@ -457,7 +458,7 @@ def projects_of(jobs: list[Job]) -> str:
     return f"project{plural(len(counts))} {named}{more}"
 
 
-def _protected(job: Job, protected: list[Attempt], replay: Replay) -> Why | None:
+def _protected(job: Job, protected: list[RunningAttempt], replay: Replay) -> Why | None:
     if not protected or not replay.policy.preempts_for(job):
         return None
     gpus = sum(a.job.held for a in protected)

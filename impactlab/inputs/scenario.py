@@ -49,7 +49,7 @@ class Scenario:
 
 def load_scenario(path: str | Path, policy: str = "impactful") -> Scenario:
     """Read and check a scenario file; unknown keys and bad values raise BudgetError or ValueError."""
-    path = find_input(path)
+    given, path = str(path), find_input(path)
     try:
         spec = read_yaml(path)
     except InputFileError as err:
@@ -69,7 +69,7 @@ def load_scenario(path: str | Path, policy: str = "impactful") -> Scenario:
         raise BudgetError(f"{path}: budgets: the tree has no projects")
     try:  # the config names the file for its tree, so that it alone rebuilds the run
         config = SimConfig(policy=policy).with_params(
-            {**cluster, **gen, "budgets_path": str(path) if tree is not None else None}
+            {**cluster, **gen, "budgets_path": given if tree is not None else None}
         )
     except ParamError as err:
         raise ScenarioError(f"{path}: {err}") from None

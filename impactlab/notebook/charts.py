@@ -26,6 +26,7 @@ from typing import Any, Literal
 import altair as alt
 import pandas as pd
 
+from ..analysis.catalog import label as metric_label
 from ..analysis.tables import OWED_HOLDERS
 from ..base.config import parameter
 from ..base.params import label
@@ -1261,11 +1262,8 @@ def headline(results: Any) -> alt.VConcatChart:
 
 
 _FRACTIONS = {
-    "impact": "impact (owed GPU time delivered)",
-    "impact_useful": "impact on useful work",
-    "occupancy": "occupancy (healthy GPUs held)",
-    "utilization": "utilization (useful work)",
-    "unallocated_share": "unallocated share of GPU time",
+    m: metric_label(m)
+    for m in ("impact", "impact_useful", "occupancy", "utilization", "unallocated_share")
 }
 
 
@@ -1395,14 +1393,6 @@ def _headline_preemptions(rs: list, metrics: pd.DataFrame) -> alt.Chart:
 # ---------------------------------------------------------------- sweeps (impactlab.summarise_sweep)
 
 _STAT_COLUMNS = ("label", "point_key", "metric", "n", "mean", "std", "ci_low", "ci_high")
-#: Metrics in words, for axis titles (``metric_title`` words waits and per-kind metrics itself).
-METRIC_TITLES = {
-    **_FRACTIONS,
-    "jain": "Jain's fairness over projects",
-    "jobs": "jobs",
-    "preemptions": "preemptions",
-    "lost_gpu_hours": "GPU-hours lost to preemption",
-}
 #: The quantity of a quantile metric (``wait_p90_s``, ``queued_p50_s``), in words.
 _QUANTITIES = {"wait": "wait", "queued": "time queued"}
 #: Units a duration is drawn in: the largest one that its largest value reaches.
@@ -1428,7 +1418,7 @@ def metric_title(metric: str, unit: str = "") -> str:
     if len(words) == 3 and words[0] in _QUANTITIES and words[2] == "s":
         text = f"{words[1]} {_QUANTITIES[words[0]]}"
     else:
-        text = METRIC_TITLES.get(head, head.replace("_", " "))
+        text = metric_label(head)
     text = f"{text}, {_group_words(group)}" if group else text
     return f"{text} ({unit})" if unit else text
 

@@ -34,15 +34,3 @@ def make_policy(name: str, **knobs: Any) -> Policy:
         return policy_class(name)(**check_knobs(name, knobs))
     except ParamError as err:
         raise ValueError(str(err)) from None
-
-
-__all__ = [
-    "REGISTRY",
-    "BasePolicy",
-    "Context",
-    "Policy",
-    "PolicyError",
-    "Scheduler",
-    "make_policy",
-    "register_policy",
-]

@@ -1,6 +1,6 @@
 """The reference scheduling passes: each built-in policy's rules, written plainly. They are
 the specification (docs/model.md section 5): the fast policies in this package produce the
-identical event log, event for event (``tests/test_reference.py`` replays traces under both).
+identical event log, event for event (``tests/test_oracle.py`` replays traces under both).
 
 Every pass here sorts and scans everything, every time: it reads ``sched.pending`` and
 ``sched.running`` afresh, places gangs by scanning every node and chooses victims from the
@@ -9,7 +9,7 @@ what a policy does, read its reference here, then its fast file for how it is ma
 
 Each reference subclasses its fast policy only to inherit the knobs, the protection contract and
 the usage charging (``on_start``/``on_stop`` and ``FairTree``, which are not the incremental
-part); it replaces the queues and the pass. It does not use ``SizeQueues``, ``drain`` or
+part); it replaces the queues and the pass. It does not use ``SizeQueues``, ``start_in_order`` or
 ``choose_victims``.
 """
 

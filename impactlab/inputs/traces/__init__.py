@@ -46,7 +46,12 @@ def load(path: str | Path, format: str | None = None, **options: Any) -> Loaded:
             str(path),
             None,
             None,
-            f"no such file (looked in {Path.cwd()} and among the shipped files)",
+            "no such file"
+            + (
+                f" (looked in {Path.cwd()} and among the shipped files)"
+                if len(given.parts) == 1
+                else ""
+            ),
         )
     name = format or detect_format(path)
     if name not in FORMATS:
