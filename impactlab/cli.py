@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import math
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -123,6 +125,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     why.add_argument("job_id", metavar="JOB_ID", help="the job's id in the trace")
     why.add_argument("--json", action="store_true", help="print the steps as JSON")
+    app = sub.add_parser(
+        "app",
+        help="serve the Explorer as an app (Voila), with nothing asked of other machines",
+        description="Serve the Explorer notebook with Voila and impactlab's page template (no "
+        "CDN links). Run it from the repository root, whose voila.json preheats a kernel. "
+        "Arguments after the notebook go to Voila (--port=8866, --no-browser, ...).",
+    )
+    app.add_argument(
+        "notebook",
+        nargs="?",
+        type=Path,
+        default=EXPLORER,
+        help=f"the notebook (default {EXPLORER})",
+    )
+    app.add_argument("voila", nargs=argparse.REMAINDER, help="arguments for Voila")
     return parser
 
 
@@ -711,7 +728,42 @@ def _run_dir(path: Path) -> Path:
     raise UsageError(f"{path}: not a saved run (simulate --out){hint}")
 
 
-_EXTRA_COMMANDS = {"sweep": sweep_command, "report": report_command, "explain": explain_command}
+#: Jupyter data folder with the Explorer's page template (``impactlab app``).
+APP_DATA = Path(__file__).resolve().parent / "notebook" / "jupyter"
+#: The Explorer notebook, from the repository root (where voila.json preheats a kernel for it).
+EXPLORER = Path("notebooks") / "01-explorer.ipynb"
+
+
+def app_command(args: argparse.Namespace) -> int:
+    """Serve the Explorer as an app: Voila, with a page that asks nothing of other machines.
+    The process becomes Voila (exec), so stopping it stops the server."""
+    if importlib.util.find_spec("voila") is None:
+        print(
+            "impactlab app: error: Voila is not installed: pip install 'impactlab[app]'",
+            file=sys.stderr,
+        )
+        return 2
+    if not args.notebook.is_file():
+        print(
+            f"impactlab app: error: {args.notebook}: no such notebook (run from the repository "
+            "root, or name the Explorer notebook)",
+            file=sys.stderr,
+        )
+        return 2
+    env = dict(os.environ)
+    env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(APP_DATA), env.get("JUPYTER_PATH")]))
+    cmd = [sys.executable, "-m", "voila", str(args.notebook), "--template=impactlab", *args.voila]
+    sys.stdout.flush()
+    os.execve(sys.executable, cmd, env)
+    return 0  # (not reached: the process is Voila now)
+
+
+_EXTRA_COMMANDS = {
+    "sweep": sweep_command,
+    "report": report_command,
+    "explain": explain_command,
+    "app": app_command,
+}
 
 
 if __name__ == "__main__":  # pragma: no cover

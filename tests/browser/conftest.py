@@ -200,10 +200,11 @@ def voila_server(
     artifacts: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, subprocess.Popen]]:
     """(base URL, process) of a Voila server rendering notebooks/01-explorer.ipynb, started as
-    the README says: from the repository root, whose voila.json preheats a kernel (it runs the
-    notebook up to the page's request before anyone opens the page)."""
+    the README says (``impactlab app``): from the repository root, whose voila.json preheats a
+    kernel (it runs the notebook up to the page's request before anyone opens the page), with
+    impactlab's page template (no CDN links)."""
     port = free_port()
-    cmd = [sys.executable, "-m", "voila", "notebooks/01-explorer.ipynb", "--no-browser"]
+    cmd = [sys.executable, "-m", "impactlab", "app", "notebooks/01-explorer.ipynb", "--no-browser"]
     cmd += [f"--port={port}", "--Voila.port_retries=0", "--Voila.ip=127.0.0.1"]
     base = f"http://127.0.0.1:{port}"
     # Any path but "/" answers (403: not an allowlisted file) without starting a kernel as "/" would.

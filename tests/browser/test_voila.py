@@ -1,7 +1,7 @@
 """The Explorer as a Voila app, in a real browser: it renders, draws charts, re-runs on every
 control, compares two policies, marks its charts stale while a change waits for Run, takes
-presets from the URL and reports bad ones politely, and asks other machines for nothing but
-the stylesheets Voila's own template links (``TEMPLATE_CDN``).
+presets from the URL and reports bad ones politely, and asks other machines for nothing (the
+server is started as ``impactlab app``, whose page template drops Voila's CDN links).
 
 Every wait is on the app's own state (the status line's ``impactlab-ready`` class and text, the
 chart's drawn marks), never on a sleep. The first test measures how long a visitor of an idle
@@ -109,23 +109,12 @@ def options(page, name: str) -> list[str]:
     return page.locator(f"{control(name)} select option").evaluate_all("os => os.map(o => o.value)")
 
 
-#: The requests to other machines the page still makes: Voila 0.5's "lab" template links Font
-#: Awesome's stylesheets from a CDN (templates/lab/index.html.j2, no setting turns them off; the
-#: widgets' icons come from their own bundle). Dropping them takes a template of our own that
-#: Voila finds on its Jupyter data path: see test_the_app_requests_nothing_outside_this_machine.
-TEMPLATE_CDN = (
-    "https://cdn.jsdelivr.net/npm/@fortawesome/fontawesome-free@%5E5/css/all.min.css",
-    "https://cdn.jsdelivr.net/npm/@fortawesome/fontawesome-free@%5E5/css/v4-shims.min.css",
-)
-
-
 def assert_clean_page(page) -> None:
-    """No console error, no uncaught page error, and no request to another machine but the
-    template's Font Awesome stylesheets (``TEMPLATE_CDN``): not the charts' library, not a
-    widget's, not MathJax."""
+    """No console error, no uncaught page error, and no request to another machine: not the
+    page template's, not the charts' library, not a widget's, not MathJax."""
     assert page.problems == []
-    assert [url for url in page.outside_requests() if url not in TEMPLATE_CDN] == []
-    assert [f for f in page.remote_failures if not any(url in f for url in TEMPLATE_CDN)] == []
+    assert page.outside_requests() == []
+    assert page.remote_failures == []
 
 
 def test_first_chart_of_a_preheated_app_within_seconds(
@@ -162,17 +151,11 @@ def test_app_renders_with_charts(app, shot):
     assert_clean_page(page)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Voila's lab template links Font Awesome from a CDN (TEMPLATE_CDN); the fix, a "
-    "template of our own on Voila's Jupyter data path, needs files outside this test's reach",
-)
 def test_the_app_requests_nothing_outside_this_machine(app):
     """Served offline, the page must ask nothing of other machines: its scripts, styles, fonts,
-    the chart library and the kernel's websocket all come from the Voila server. Today Voila's
-    own template asks a CDN for Font Awesome (two stylesheets, each a failed request and a
-    console error offline), hence strict xfail: once a template drops them this passes, and
-    the mark and ``TEMPLATE_CDN`` go."""
+    the chart library and the kernel's websocket all come from the Voila server. (Voila's own
+    "lab" template links Font Awesome from a CDN; ``impactlab app`` serves a template without
+    those links.)"""
     page = app
     assert page.requests, "no request recorded"
     assert any(url.startswith("ws://127.0.0.1:") for url in page.requests), "no kernel websocket"
