@@ -19,7 +19,7 @@ import pytest
 from helpers import DAY_S, INSTANT, run_tiny
 
 import impactlab as il
-from impactlab.policies.impactful import Impactful
+from impactlab.policies.impactful import Impactful, Verdicts
 from impactlab.policies.victims import choose_victims
 
 
@@ -33,15 +33,14 @@ class WalkedToo(Impactful):
 
     def _too_few_clearable(self, sched, job, avoid, boosted):
         ruled_out = super()._too_few_clearable(sched, job, avoid, boosted)
-        judged = self.searches.judged
+        scratch = Verdicts()  # (the walk's verdicts stay out of the search's own)
         walked = choose_victims(
             sched,
             job.idx,
-            self.candidates(sched, job.idx, avoid),
-            self._approves(sched, job.idx),
+            self.candidates(sched, job.idx, avoid, scratch),
+            self._approves(sched, job.idx, scratch),
             avoid,
         )
-        self.searches.judged = judged  # (the walk's verdicts must not leak into the run)
         self.seen.append((ruled_out, walked is not None))
         return ruled_out
 
@@ -54,13 +53,16 @@ class SearchedToo(Impactful):
     name: ClassVar[str] = "searched-too"
     seen: list[tuple[list[int] | None, list[int] | None]] = field(default_factory=list)
 
-    def _search_one_node(self, sched, j, avoid, boosted):
-        chosen = super()._search_one_node(sched, j, avoid, boosted)
-        judged = self.searches.judged
+    def _search_one_node(self, sched, j, avoid, boosted, verdicts):
+        chosen = super()._search_one_node(sched, j, avoid, boosted, verdicts)
+        scratch = Verdicts()  # (the walk's verdicts stay out of the search's own)
         walked = choose_victims(
-            sched, j, self.candidates(sched, j, avoid), self._approves(sched, j), avoid
+            sched,
+            j,
+            self.candidates(sched, j, avoid, scratch),
+            self._approves(sched, j, scratch),
+            avoid,
         )
-        self.searches.judged = judged  # (the walk's verdicts must not leak into the run)
         self.seen.append((chosen, walked))
         return chosen
 

@@ -8,14 +8,13 @@ period, so a pass ranks a handful of leaves instead of sorting pending jobs.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable
 from operator import itemgetter
 
 import numpy as np
 
 from ..sim.events import UNALLOCATED, Job
 from ..sim.policy import Context, Scheduler
-from .queues import NO_LIMIT, Place, Searches, SizeQueues, queue_for, start_in_order
+from .queues import NO_LIMIT, Place, PreemptFn, Searches, SizeQueues, queue_for, start_in_order
 from .reservation import Hold
 from .usage import DecayedUsage, WindowUsage
 
@@ -208,7 +207,7 @@ class FairQueues:
         self,
         fair: FairTree,
         sched: Scheduler,
-        make_room: Callable[[int], bool] | None,
+        make_room: PreemptFn | None,
         place: tuple[Place | None, Place | None] = (None, None),
         searches: Searches | None = None,
         preempt_max: int = NO_LIMIT,
@@ -221,8 +220,9 @@ class FairQueues:
 
         A lane whose scan started nothing is skipped until GPUs are freed or a protection ends
         (``sched.epoch``), the ``searches`` version of the victims moves, the ranking is
-        refreshed if one of its searches judged fair shares, or a job arrives at the head of one
-        of its sizes: until then the scan would fail the same way. The state is read again
+        refreshed if one of its searches judged fair shares (``make_room`` returned
+        ``Room.NONE_UNTIL_REFRESH``, or a gang of the lane searches only at a refresh), or a job
+        arrives at the head of one of its sizes: until then the scan would fail the same way. The state is read again
         before each lane, since an earlier lane may have changed it. With preemption, only a
         scan with no job started at this instant counts (those jobs are no victims yet)."""
         cluster, emptied = sched.cluster, False
@@ -264,7 +264,7 @@ class FairQueues:
     def _scan(
         queue: SizeQueues,
         sched: Scheduler,
-        make_room: Callable[[int], bool] | None,
+        make_room: PreemptFn | None,
         place: Place | None,
         state: tuple[int, int, int],
         searches: Searches | None,
@@ -276,9 +276,7 @@ class FairQueues:
         # Gangs above preempt_max search at a later pass (a refresh), so a failed scan of this
         # lane depends on the ranking too (the policy would say so for each of them it asked).
         later = make_room is not None and queue.sizes[-1] > preempt_max
-        if searches:
-            searches.judged = False
-        start_in_order(
+        until_refresh = start_in_order(
             queue,
             sched,
             make_room,
@@ -287,14 +285,12 @@ class FairQueues:
             hold=hold,
             search_max=preempt_max,
         )
-        if searches and later:
-            searches.judged = True
         if len(queue.live) == waiting:
             # Jobs started at this instant are no victims yet: with preemption, such a scan
             # holds for this instant only (a pass that preempted is followed by another one).
             fresh = make_room is not None and sched.last_start_s >= sched.now
             queue.stuck = (
                 state,
-                searches.refreshes if searches and searches.judged else None,
+                searches.refreshes if searches and (until_refresh or later) else None,
                 sched.now if fresh else None,
             )

@@ -7,7 +7,7 @@ faster (``tests/test_oracle.py`` replays traces under both).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from itertools import chain
@@ -29,9 +29,18 @@ from ..sim.policy import (
 from .fair import BOOSTED_KINDS
 from .fairshare import FairShare
 from .open_victims import OpenVictims
-from .queues import NO_LIMIT, Place, Searches
+from .queues import NO_LIMIT, Place, Room, Searches
 from .reservation import Hold
 from .victims import Approve, choose_victims, walk_one
+
+
+class Verdicts:
+    """What one victim search (one ``make_room`` call) records besides its victims: ``judged``
+    is set when one of its verdicts judged fair shares (so that after a ranking refresh the
+    search may end differently). ``make_room`` makes one per search and hands it to each step
+    of that search; nothing else shares it."""
+
+    judged = False  # (a class default: a search sets its own; most never do)
 
 
 @dataclass
@@ -238,7 +247,7 @@ class Impactful(FairShare):
 
     def borrows(self, job: Job, nodes: tuple[int, ...]) -> bool:
         """Whether funded ``job`` on ``nodes`` borrows the reserve (``borrows_reserve``)."""
-        return borrows_reserve(job, nodes, self.reserve, self.off_reserve, self.boost)
+        return borrows_reserve(job, nodes, self.reserve, self.off_reserve, self.boosts)
 
     def holds_for_s(self, sched: Scheduler, j: int) -> float:
         """How long pending job ``j`` would keep its nodes from a reserved gang if started now:
@@ -299,6 +308,11 @@ class Impactful(FairShare):
     def boost(self) -> bool:
         """Debug/interactive first within their tier, if asked."""
         return self.boost_interactive
+
+    def boosts(self, job: Job) -> bool:
+        """Whether the boost applies to ``job``, debug/interactive work: first within its tier,
+        free to clear the interactive reserve and to reclaim it from its borrowers."""
+        return self.boost and job.kind in BOOSTED_KINDS
 
     def may_act(self, j: int) -> bool:
         """A funded job may preempt; an unallocated one matters only if it fits now."""
@@ -408,13 +422,15 @@ class Impactful(FairShare):
         if (drain.holder, drain.nodes) != before:
             self.searches.changed()
 
-    def make_room(self, sched: Scheduler, j: int) -> bool:
-        """Preempt eligible victims so that funded job ``j`` fits; True if it now does."""
+    def make_room(self, sched: Scheduler, j: int) -> Room:
+        """Preempt eligible victims so that funded job ``j`` fits: ``Room.MADE`` if it now
+        does; a failed search that judged fair shares (or a gang's, put off to the next
+        refresh) is ``Room.NONE_UNTIL_REFRESH``, since a ranking refresh may change it."""
         job = sched.jobs[j]
         if job.n_nodes > 1 and not (self._refresh_pass or self.gangs_preempt_every_pass):
-            self.searches.judged = True  # it searches at the next refresh
-            return False
-        boosted = self.boost and job.kind in BOOSTED_KINDS
+            return Room.NONE_UNTIL_REFRESH  # it searches at the next refresh
+        boosted = self.boosts(job)
+        verdicts = Verdicts()
         victims = None
         if not self._hopeless(sched, job, boosted):
             # boosted jobs, and jobs that fit only with it, may clear the reserve; others not
@@ -423,19 +439,19 @@ class Impactful(FairShare):
                 avoid = avoid | self.hold.nodes  # the nodes reserved for a gang stay out of reach
             self._reclaim = self._reclaimable(sched, j)
             if job.n_nodes == 1:
-                victims = self._search_one_node(sched, j, avoid, boosted)
+                victims = self._search_one_node(sched, j, avoid, boosted, verdicts)
             else:
-                victims = self._walk_all(sched, j, avoid, boosted)
+                victims = self._walk_all(sched, j, avoid, boosted, verdicts)
         reason = (
             partial(self.why, sched, j) if victims is not None else None
         )  # (only a success asks why)
-        return self.searches.preempt(sched, j, victims, reason)
+        return self.searches.preempt(sched, j, victims, reason, verdicts.judged)
 
     def _search_one_node(
-        self, sched: Scheduler, j: int, avoid: frozenset[int], boosted: bool
+        self, sched: Scheduler, j: int, avoid: frozenset[int], boosted: bool, verdicts: Verdicts
     ) -> list[int] | None:
         """The victims for single-node job ``j`` (None: no set makes room), as the walk of
-        ``candidates`` would choose them, with the same side effects. Most searches are decided
+        ``candidates`` would choose them, with the same ``verdicts``. Most searches are decided
         without the full walk, which is costly on long queues:
 
         * it cannot free room at all: none;
@@ -454,7 +470,7 @@ class Impactful(FairShare):
         if not sched.cluster.could_free(job.gpus):
             return None  # (the walk stops before drawing a candidate)
         if self._reclaim:
-            return self._walk_all(sched, j, avoid, boosted)
+            return self._walk_all(sched, j, avoid, boosted, verdicts)
         room: dict[int, int] = {}  # the state of the walk of the first candidates (unpacked)
         accepted: list[int] = []
         # (whether they make room does not depend on their order: the cheaper one first)
@@ -470,15 +486,14 @@ class Impactful(FairShare):
             first = walk_one(sched, job.gpus, self._first_candidates(sched, job, avoid), avoid)
         if first is not None:
             return first
-        if self._no_funded_victim(sched, job, avoid, boosted):
+        if self._no_funded_victim(sched, job, avoid, verdicts):
             return None
-        if self._ruled_out(sched, job, avoid, boosted):
+        if self._ruled_out(sched, job, avoid, boosted, verdicts):
             return None
         first_drawn = len(accepted)
-        lender = self.boost and job.kind in BOOSTED_KINDS and bool(self.borrowers)
-        victims = walk_one(
-            sched, job.gpus, self._funded_candidates(sched, j, avoid, lender), avoid, room, accepted
-        )
+        lender = boosted and bool(self.borrowers)
+        funded = self._funded_candidates(sched, j, avoid, lender, verdicts)
+        victims = walk_one(sched, job.gpus, funded, avoid, room, accepted)
         if victims is None:
             return None
         if self.pack_victims:  # (the first candidates were walked unpacked)
@@ -487,39 +502,45 @@ class Impactful(FairShare):
                 sched, job.gpus, chain(first_candidates, accepted[first_drawn:]), avoid
             )
             assert victims is not None  # (the same room, drawn in another order)
-        return victims if self._approves(sched, j)(victims) else None
+        return victims if self._approves(sched, j, verdicts)(victims) else None
 
     def _walk_all(
-        self, sched: Scheduler, j: int, avoid: frozenset[int], boosted: bool
+        self, sched: Scheduler, j: int, avoid: frozenset[int], boosted: bool, verdicts: Verdicts
     ) -> list[int] | None:
         """The victims the walk of ``candidates`` chooses for ``j`` (None: none make room),
         unless its search of whole nodes is ruled out at once."""
-        if self._ruled_out(sched, sched.jobs[j], avoid, boosted):
+        if self._ruled_out(sched, sched.jobs[j], avoid, boosted, verdicts):
             return None
         return choose_victims(
-            sched, j, self.candidates(sched, j, avoid), self._approves(sched, j), avoid
+            sched,
+            j,
+            self.candidates(sched, j, avoid, verdicts),
+            self._approves(sched, j, verdicts),
+            avoid,
         )
 
-    def _ruled_out(self, sched: Scheduler, job: Job, avoid: frozenset[int], boosted: bool) -> bool:
+    def _ruled_out(
+        self, sched: Scheduler, job: Job, avoid: frozenset[int], boosted: bool, verdicts: Verdicts
+    ) -> bool:
         """True if ``job`` takes whole nodes and too few could be cleared
         (``_too_few_clearable``). The walk this spares might have judged fair shares, so
-        ``Searches.judged`` says so."""
+        ``verdicts`` says so."""
         if job.gpus < sched.cluster.gpus_per_node or not self._too_few_clearable(
             sched, job, avoid, boosted
         ):
             return False
-        self.searches.judged = True
+        verdicts.judged = True
         return True
 
     def _no_funded_victim(
-        self, sched: Scheduler, job: Job, avoid: frozenset[int], boosted: bool
+        self, sched: Scheduler, job: Job, avoid: frozenset[int], verdicts: Verdicts
     ) -> bool:
         """True if no funded victim could ever be accepted for single-node ``job``, once the
         first candidates (which free no funded GPUs, so they change no swap) make room nowhere:
         no side's smallest victim passes the fair swap with nothing freed. Then the walk would
-        still have judged fair shares if it drew a victim at all: this says so whenever a side
-        has one it may break up, drawable now or not (``Searches.judged``: a lane judged
-        without need is only scanned again at the next refresh, and fails the same way)."""
+        still have judged fair shares if it drew a victim at all: this says so in ``verdicts``
+        whenever a side has one it may break up, drawable now or not (a lane judged without
+        need is only scanned again at the next refresh, and fails the same way)."""
         self.open.refresh(sched.now, sched.shielded)
         index, largest = self.open, self.max_victim_ratio * job.held
         reserve_too = not (avoid and avoid.issuperset(self.reserve))
@@ -535,7 +556,7 @@ class Impactful(FairShare):
                     )
                 judged = True
         if judged:
-            self.searches.judged = True
+            verdicts.judged = True
         return True
 
     def _too_few_clearable(
@@ -589,7 +610,7 @@ class Impactful(FairShare):
         job, victim = sched.jobs[j], sched.jobs[v]
         if not victim.funded:
             return BACKFILL_REASON
-        if v in self.borrowers and self.boost and job.kind in BOOSTED_KINDS:
+        if v in self.borrowers and self.boosts(job):
             return RESERVE_REASON
         if self._reclaims(j, v):
             return DRAIN_REASON
@@ -644,7 +665,9 @@ class Impactful(FairShare):
             (level for level, count in enumerate(levels) if count > 0), cluster.gpus_per_node
         )
 
-    def candidates(self, sched: Scheduler, j: int, avoid: frozenset[int]) -> Iterator[int]:
+    def candidates(
+        self, sched: Scheduler, j: int, avoid: frozenset[int], verdicts: Verdicts
+    ) -> Iterator[int]:
         """Preemptible running jobs in preference order: unallocated, the most recently started
         first (for a single-node job with ``pack_victims``, those on the most protected nodes
         first); then funded on the most over-served side of the lowest common ancestor, newest
@@ -652,10 +675,11 @@ class Impactful(FairShare):
         break up, nor a job running only on nodes in ``avoid`` (where ``j`` may not go).
 
         No ping-pong, judged as the walk draws them: with the funded victims handed out so far
-        gone, ``j``'s side must stay no better served than the next funded victim's side."""
+        gone, ``j``'s side must stay no better served than the next funded victim's side (a
+        refusal is noted in the search's ``verdicts``)."""
         started, job = sched.started_at, sched.jobs[j]
         yield from self._first_candidates(sched, job, avoid)
-        lender = self.boost and job.kind in BOOSTED_KINDS and self.borrowers
+        lender = bool(self.borrowers) and self.boosts(job)
         reclaim = (
             self._reclaim if self.drain is not None and self.drain.holder == j else frozenset()
         )
@@ -663,7 +687,7 @@ class Impactful(FairShare):
             for v in sorted(reclaim, key=lambda v: (started[v], v), reverse=True):
                 if not (lender and v in self.borrowers):
                     yield v
-        yield from self._funded_candidates(sched, j, avoid, bool(lender), reclaim)
+        yield from self._funded_candidates(sched, j, avoid, lender, verdicts, reclaim)
 
     def _first_candidates(
         self, sched: Scheduler, job: Job, avoid: frozenset[int], packed: bool = True
@@ -675,7 +699,7 @@ class Impactful(FairShare):
             yield from self._unfunded_packed(sched, avoid)
         elif self.unfunded_running:  # (a gang needs nodes free of protected work: the old order)
             yield from self._unfunded(sched, avoid)
-        if self.boost and job.kind in BOOSTED_KINDS and self.borrowers:
+        if self.borrowers and self.boosts(job):
             yield from self._lent(sched, avoid)
 
     def _unfunded(self, sched: Scheduler, avoid: frozenset[int]) -> Iterator[int]:
@@ -705,18 +729,19 @@ class Impactful(FairShare):
 
     def _judge_none_passing(
         self,
+        sched: Scheduler,
         sides: list[tuple[int, list[tuple[int, bool]], bool]],
-        now: float,
         avoid: frozenset[int],
         lender: bool,
+        verdicts: Verdicts,
     ) -> None:
         """With no side passing the swap, the walk would still have drawn (and judged) a victim
-        if one is drawable: then a refresh may change the verdict (``Searches.judged``)."""
-        if not self.searches.judged and any(
-            self._drawable([(side, size) for size in sizes], now, avoid, lender)
+        if one is drawable: then a refresh may change the verdict (``verdicts`` says so)."""
+        if not verdicts.judged and any(
+            self._drawable(sched, [(side, size) for size in sizes], avoid, lender)
             for side, sizes, _ in sides
         ):
-            self.searches.judged = True
+            verdicts.judged = True
 
     def _funded_candidates(
         self,
@@ -724,12 +749,14 @@ class Impactful(FairShare):
         j: int,
         avoid: frozenset[int],
         lender: bool,
+        verdicts: Verdicts,
         reclaim: frozenset[int] = frozenset(),
     ) -> Iterator[int]:
         """The funded part of ``candidates``, from the index of unprotected victims under each
         side of ``j``'s splits: sides most over-served first (equal values merge by start
         time); a side whose smallest victim fails the fair swap is left at once (a larger one
-        would fail too, until an accepted victim changes what is freed)."""
+        would fail too, until an accepted victim changes what is freed). A verdict that judged
+        fair shares is noted in ``verdicts``."""
         now, nodes, jobs, fair, job = sched.now, sched.nodes, sched.jobs, self.fair, sched.jobs[j]
         index = self.open
         index.refresh(now, sched.shielded)
@@ -737,8 +764,8 @@ class Impactful(FairShare):
         passes = {side: ok for side, _, ok in sides}
         if not any(passes.values()):
             # No victim passes the swap while nothing is freed, so none is ever accepted (the
-            # usual failed search): skip the walk, keeping its one side effect.
-            self._judge_none_passing(sides, now, avoid, lender)
+            # usual failed search): skip the walk, keeping its one verdict.
+            self._judge_none_passing(sched, sides, avoid, lender, verdicts)
             return
         groups: dict[float, list[tuple[int, tuple[int, bool]]]] = {}  # served -> (side, size) lists
         smallest: dict[int, int] = {}  # side -> its smallest eligible victim size
@@ -756,8 +783,8 @@ class Impactful(FairShare):
             group = groups[served]
             if not freed and not any(passes[side] for side, _ in group):
                 # Every victim of the group would fail the swap: skip the walk, as above.
-                if self._drawable(group, now, avoid, lender):
-                    self.searches.judged = True
+                if not verdicts.judged and self._drawable(sched, group, avoid, lender):
+                    verdicts.judged = True
                 continue
             for s, v, theirs in index.newest_first(group):
                 if s >= now or (lender and v in self.borrowers) or v in reclaim:
@@ -777,7 +804,7 @@ class Impactful(FairShare):
                     failed.clear()
                     yield v
                     continue
-                self.searches.judged = True  # a refresh may change this verdict
+                verdicts.judged = True  # a refresh may change this verdict
                 failed[theirs] = min(failed.get(theirs, NO_LIMIT), gpus)
                 if all(failed.get(side, NO_LIMIT) <= smallest[side] for side, _ in group):
                     break  # every victim left in this group would fail too
@@ -808,14 +835,14 @@ class Impactful(FairShare):
 
     def _drawable(
         self,
+        sched: Scheduler,
         group: list[tuple[int, tuple[int, bool]]],
-        now: float,
         avoid: frozenset[int],
         lender: bool,
     ) -> bool:
         """Whether the walk of ``group`` would draw (and judge) a victim at all: one started
         before now, not handed out already, not only on nodes in ``avoid``."""
-        nodes, borrowers, lists = self.ctx.view.nodes, self.borrowers, self.open.lists
+        now, nodes, borrowers, lists = sched.now, sched.nodes, self.borrowers, self.open.lists
         for key in group:
             for s, v in reversed(lists[key]):
                 if (
@@ -836,12 +863,12 @@ class Impactful(FairShare):
             self._mine_of[leaf] = {c: mine for mine, siblings in levels for c in siblings}
         return sides
 
-    def _approves(self, sched: Scheduler, j: int) -> Approve:
+    def _approves(self, sched: Scheduler, j: int, verdicts: Verdicts) -> Approve:
         """No ping-pong on the final set: after the swap, ``j``'s side is no better served than
-        the side of every funded victim."""
+        the side of every funded victim (a refusal judged fair shares: ``verdicts`` says so)."""
         jobs, fair, job = sched.jobs, self.fair, sched.jobs[j]
 
-        lender = self.boost and job.kind in BOOSTED_KINDS
+        lender = self.boosts(job)
         borrowers = self.borrowers
 
         def approve(victims: list[int]) -> bool:
@@ -856,7 +883,7 @@ class Impactful(FairShare):
                     freed[node] = freed.get(node, 0) + victim.held
             if all(self._fair_swap(job, victim, freed, 0) for victim in funded):
                 return True
-            self.searches.judged = True
+            verdicts.judged = True
             return False
 
         return approve
@@ -871,16 +898,20 @@ class Impactful(FairShare):
 
 
 def borrows_reserve(
-    job: Job, nodes: tuple[int, ...], reserve: frozenset[int], off_reserve: int, boost: bool
+    job: Job,
+    nodes: tuple[int, ...],
+    reserve: frozenset[int],
+    off_reserve: int,
+    boosts: Callable[[Job], bool],
 ) -> bool:
-    """Whether funded ``job`` on ``nodes`` borrows the interactive ``reserve``: it is not
-    debug/interactive work under the boost, fits on the ``off_reserve`` nodes, and runs partly
-    on the reserve."""
+    """Whether funded ``job`` on ``nodes`` borrows the interactive ``reserve``: it fits on the
+    ``off_reserve`` nodes, runs partly on the reserve, and is not debug/interactive work under
+    the boost (``boosts``: ``Impactful.boosts``, asked last)."""
     return (
         job.funded
         and job.n_nodes <= off_reserve
         and not reserve.isdisjoint(nodes)
-        and not (boost and job.kind in BOOSTED_KINDS)
+        and not boosts(job)
     )
 
 
@@ -898,11 +929,11 @@ class ImpactfulExplainer(Explainer):
 
     def borrows(self, job: Job, nodes: tuple[int, ...]) -> bool:
         """As the policy decides it, for this run's reserve."""
-        return borrows_reserve(job, nodes, self.reserve, self.off_reserve, self.policy.boost)
+        return borrows_reserve(job, nodes, self.reserve, self.off_reserve, self.policy.boosts)
 
     def boosted(self, job: Job) -> bool:
-        """Debug/interactive work under the boost."""
-        return self.policy.boost and job.kind in BOOSTED_KINDS
+        """Debug/interactive work under the boost (``Impactful.boosts``)."""
+        return self.policy.boosts(job)
 
     def protection_s(self, job: Job, nodes: tuple[int, ...], note: str) -> float:
         """The contract, unless the attempt borrowed the reserve or a gang's draining nodes

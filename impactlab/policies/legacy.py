@@ -16,7 +16,7 @@ from typing import ClassVar
 from ..base.units import plural
 from ..sim.events import Job
 from ..sim.policy import Attempt, BasePolicy, Context, Explainer, Scheduler
-from .queues import PassGate, Searches, SizeQueues, start_in_order
+from .queues import PassGate, Room, Searches, SizeQueues, start_in_order
 from .victims import choose_victims, could_fit, room_profile
 
 
@@ -113,12 +113,13 @@ class Legacy(BasePolicy):
             self._profile(self.ctx.view, job.priority - self.low), job.gpus, cluster.gpus_per_node
         )
 
-    def make_room(self, sched: Scheduler, j: int) -> bool:
+    def make_room(self, sched: Scheduler, j: int) -> Room:
         """Preempt preemptible jobs below ``j``'s priority: lowest level first, and within a
-        level the most recently started first; never a job started at this very instant."""
+        level the most recently started first; never a job started at this very instant.
+        (Priorities do not move, so a failed search never waits for anything but room.)"""
         job, level = sched.jobs[j], sched.jobs[j].priority - self.low
         if not could_fit(self._profile(sched, level), job.gpus, sched.cluster.gpus_per_node):
-            return False
+            return Room.NONE
         now, started = sched.now, sched.started_at
         ranked = (
             v for lower in self.victims_at[:level] for v in reversed(lower) if started[v] < now

@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections.abc import Callable, Hashable
+from enum import Enum
 from typing import Any, TypeVar
 
 from ..sim.policy import Scheduler
@@ -97,7 +98,26 @@ class SizeQueues:
         return best
 
 
-PreemptFn = Callable[[int], bool]
+class Room(Enum):
+    """What a search for victims (``PreemptFn``) found for a job that does not fit. Only
+    ``MADE`` is true, so a policy's search may also return a plain bool (True: ``MADE``,
+    False: ``NONE``)."""
+
+    MADE = "made"  # victims were preempted: the job can now be placed
+    NONE = "none"  # no room; the same search in the same state would fail the same way
+    # No room, by a verdict that judged fair shares (or the search waits for a refresh): after
+    # the next fair-share ranking refresh, the same search may end differently.
+    NONE_UNTIL_REFRESH = "none until refresh"
+
+    def __bool__(self) -> bool:
+        return self is Room.MADE
+
+
+# The members as module globals for the passes, which read them at every search: reading a
+# member off its enum class goes through a descriptor, several times slower (Python 3.11).
+_MADE, _NONE, _UNTIL_REFRESH = Room.MADE, Room.NONE, Room.NONE_UNTIL_REFRESH
+
+PreemptFn = Callable[[int], "Room | bool"]
 Place = Callable[
     [int, frozenset[int]], "tuple[int, ...] | None"
 ]  # (gang size, nodes to avoid) -> nodes
@@ -116,13 +136,15 @@ def start_in_order(
     place: Place | None = None,
     hold: Hold | None = None,
     search_max: int = NO_LIMIT,
-) -> None:
-    """Start jobs from ``queue`` in key order without head-of-line blocking.
+) -> bool:
+    """Start jobs from ``queue`` in key order without head-of-line blocking; True if a search
+    of the scan failed by a verdict that a fair-share ranking refresh may change
+    (``Room.NONE_UNTIL_REFRESH``).
 
-    A job that does not fit asks ``make_room(j)`` to preempt for it (which returns True when
-    the job can now be placed with best fit). After a preemption the scan starts again from
-    the queue's first job, since the victims may have freed more than the job took. Stops when
-    no size can make progress. When a larger job may find victims a smaller one cannot
+    A job that does not fit asks ``make_room(j)`` to preempt for it (which returns
+    ``Room.MADE``, or True, when the job can now be placed with best fit). After a preemption
+    the scan starts again from the queue's first job, since the victims may have freed more
+    than the job took. Stops when no size can make progress. When a larger job may find victims a smaller one cannot
     (``larger_no_easier=False``), a failure only skips jobs of the same size. ``place(gpus,
     avoid)`` chooses the nodes (default: best fit on the whole cluster).
 
@@ -138,6 +160,7 @@ def start_in_order(
     cluster = sched.cluster
     place = place or cluster.best_fit
     scan = _Scan(queue)
+    until_refresh = False
     while queue.live:
         limit = min(scan.cap, max(cluster.largest_fit(), search_max if make_room else 0) + 1)
         found = queue.best_head(limit, scan.failed)
@@ -152,10 +175,15 @@ def start_in_order(
         # (every placement is a best fit, which cannot succeed above the largest free block)
         blocked = (avoid is not None and gpus in scan.kept_out) or gpus > cluster.largest_fit()
         nodes = None if blocked else place(gpus, avoid or NOTHING)
-        restart = nodes is None and make_room is not None and make_room(j)
-        if restart:
-            nodes = place(gpus, avoid or NOTHING)
-            scan.restart()
+        restart = False
+        if nodes is None and make_room is not None:
+            room = make_room(j)
+            if room is _MADE or room is True:
+                restart = True
+                nodes = place(gpus, avoid or NOTHING)
+                scan.restart()
+            elif room is _UNTIL_REFRESH:
+                until_refresh = True
         if nodes is None:
             scan.no_start(
                 key, gpus, avoid is not None, make_room is not None, larger_no_easier, hold
@@ -168,6 +196,7 @@ def start_in_order(
         if restart:  # (only now: a job put back could be the head of j's size)
             _put_back(queue, scan.aside)
     _put_back(queue, scan.aside)
+    return until_refresh
 
 
 class _Scan:
@@ -247,10 +276,10 @@ class Searches:
     ``version`` moves when a possible victim starts (a funded start also changes fair-share
     inputs) and when jobs started in one pass become preemptible in the next. ``refreshes``
     counts fair-share ranking refreshes: only a search that judged fair shares (or that waited
-    for a refresh) can end differently after one, and the policy says so by setting
-    ``judged``. A pass that found nothing to do in some state would find nothing again in the
-    same state. ``missed_fresh`` says whether a search of this pass failed while jobs started at
-    this instant were not yet victims.
+    for a refresh) can end differently after one, and the policy's search says so by its result
+    (``Room.NONE_UNTIL_REFRESH``). A pass that found nothing to do in some state would find
+    nothing again in the same state. ``missed_fresh`` says whether a search of this pass failed
+    while jobs started at this instant were not yet victims.
 
     (Failed searches are not remembered one by one: the skipped lanes and sizes already keep
     a pass from repeating a search in an unchanged state.)
@@ -259,7 +288,6 @@ class Searches:
     def __init__(self) -> None:
         self.version = 0
         self.refreshes = 0
-        self.judged = False  # set by the policy; cleared by whoever reads it
         self._started = False
         self._last_pass_s = -1.0  # (simulated time starts at 0)
         self.missed_fresh = False
@@ -284,18 +312,22 @@ class Searches:
         j: int,
         victims: list[int] | None,
         why: Callable[[int], str] | None = None,
-    ) -> bool:
-        """Preempt ``victims`` for job ``j``, or note a failed search (None). True if ``j``
-        can now be placed. ``why(v)`` is the reason logged for victim ``v``, asked for every
-        victim before the first is preempted (so each sees the state the decision saw)."""
+        until_refresh: bool = False,
+    ) -> Room:
+        """Preempt ``victims`` for job ``j``, or note a failed search (None); what the search
+        found: ``Room.MADE`` if ``j`` can now be placed, else ``Room.NONE_UNTIL_REFRESH`` if
+        the failed search judged fair shares (``until_refresh``: a ranking refresh may change
+        its verdict), else ``Room.NONE``. ``why(v)`` is the reason logged for victim ``v``,
+        asked for every victim before the first is preempted (so each sees the state the
+        decision saw)."""
         if victims is None:
             if sched.last_start_s >= sched.now:
                 self.missed_fresh = True  # jobs started at this instant become victims later
-            return False
+            return _UNTIL_REFRESH if until_refresh else _NONE
         reasons = [why(v) for v in victims] if why is not None else [""] * len(victims)
         for v, reason in zip(victims, reasons):
             sched.preempt(v, j, reason)
-        return True
+        return _MADE
 
 
 class PassGate:
