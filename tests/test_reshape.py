@@ -7,7 +7,7 @@ import pytest
 
 from impactlab import GeneratorConfig, TraceError, generate
 from impactlab.inputs.traces.reshape import (
-    CONTRACT_DEFAULTS,
+    KIND_CONTRACTS,
     fill_contract,
     pick_projects,
     thin,
@@ -60,7 +60,7 @@ def test_pick_projects_keeps_whole_projects_within_the_target():
 def test_fill_contract_sets_per_kind_defaults_with_overrides(trace):
     out = fill_contract(trace, overrides={"debug": {"min_runtime_s": 600.0}})
     for kind, group in out.groupby("kind"):
-        want = CONTRACT_DEFAULTS[kind]
+        want = KIND_CONTRACTS[kind]
         assert (group["checkpoint_s"] == want.checkpoint_s).all()
         assert (group["util"] == want.util).all()
         expect = 600.0 if kind == "debug" else want.min_runtime_s

@@ -2,9 +2,10 @@
 
 Calibration (docs/model.md section 3, docs/calibration.md): each job kind gets a share of the
 funded GPU time and its own size and duration distributions; funded work is offered at
-``funded_load`` x capacity and the rest of ``demand`` is unallocated sweep work that only
-backfills. Arrivals follow diurnal and weekly cycles. The legacy-era habits (inflated
-priorities, long jobs opting out of preemption) are drawn into the same rows.
+``funded_load`` x capacity and the rest of ``demand`` is unallocated hyperparameter-search work
+that only backfills (spec ``search``, kind ``other``). Arrivals follow diurnal and weekly
+cycles. The legacy-era habits (inflated priorities, long jobs opting out of preemption) are
+drawn into the same rows.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from .budgets import BudgetTree
 
 @dataclass(frozen=True)
 class KindSpec:
-    """How one kind of job is drawn."""
+    """How the jobs of one spec are drawn (a spec is a job kind, or ``search``)."""
 
     gpus: tuple[int, ...]  # gang sizes (or, for pretrain, 1/x of the cluster)
     gpu_p: tuple[float, ...]
@@ -39,7 +40,9 @@ class KindSpec:
 
 
 INF = math.inf
-KINDS: dict[str, KindSpec] = {
+#: How each spec's jobs are drawn, by spec name. A spec is a job kind (``trace.KINDS``) except
+#: ``search``: the unallocated hyperparameter searches, whose jobs are of kind ``other``.
+SPECS: dict[str, KindSpec] = {
     "debug": KindSpec(
         (1, 2, 4, 8),
         (0.55, 0.2, 0.15, 0.1),
@@ -92,7 +95,7 @@ KINDS: dict[str, KindSpec] = {
         0.9,
         INF,
     ),
-    "sweep": KindSpec(
+    "search": KindSpec(
         (1, 2, 4, 8),
         (0.5, 0.2, 0.15, 0.15),
         5 * HOUR_S,
@@ -147,11 +150,11 @@ def generate(config: GeneratorConfig | None = None) -> Workload:
             rows = _kind_jobs(kind, target, config, kind_rng, time_rng)
             rows["project"] = kind_rng.choice(projects, size=len(rows), p=project_p)
         parts.append(rows)
-    sweeps = _kind_jobs(
-        "sweep", (config.demand - config.funded_load) * capacity_gpu_s, config, kind_rng, time_rng
+    searches = _kind_jobs(
+        "search", (config.demand - config.funded_load) * capacity_gpu_s, config, kind_rng, time_rng
     )
-    sweeps["project"] = ""
-    parts.append(sweeps)
+    searches["project"] = ""
+    parts.append(searches)
     trace = pd.concat(parts, ignore_index=True)
     trace["user"] = _pick_users(trace["project"].to_numpy(), users, org_rng)
     _legacy_habits(trace, config, legacy_rng)
@@ -195,17 +198,17 @@ def _organisation(
 
 
 def _kind_jobs(
-    kind: str,
+    spec_name: str,
     target_gpu_s: float,
     config: GeneratorConfig,
     rng: np.random.Generator,
     time_rng: np.random.Generator,
 ) -> pd.DataFrame:
-    """Jobs of one kind offering ``target_gpu_s`` GPU-seconds, spread over the days by the
+    """Jobs of one spec offering ``target_gpu_s`` GPU-seconds, spread over the days by the
     weekly cycle (each day gets its share exactly, up to one job) and within a day by the
     diurnal cycle."""
-    spec = KINDS[kind]
-    sizes = _sizes(kind, spec, config)
+    spec = SPECS[spec_name]
+    sizes = _sizes(spec_name, spec, config)
     day_w = _day_weights(config.days)
     frames = []
     for day, weight in enumerate(day_w):
@@ -215,7 +218,7 @@ def _kind_jobs(
         frames.append(pd.DataFrame({"gpus": gpus, "duration_s": dur, "submit_s": submit}))
     out = pd.concat(frames, ignore_index=True)
     out = out[out["submit_s"] < config.days * DAY_S]
-    return out.assign(kind="other" if kind == "sweep" else kind, spec=kind)
+    return out.assign(kind="other" if spec_name == "search" else spec_name, spec=spec_name)
 
 
 def _draw_until(
@@ -242,7 +245,7 @@ def _campaigns(
     slots are added until they cover the target, and a slot idles between campaigns just
     enough that the offered load matches it, so the load is steady over time. A campaign
     ends (finished or cancelled) after a geometric number of runs."""
-    spec = KINDS["pretrain"]
+    spec = SPECS["pretrain"]
     sizes = _sizes("pretrain", spec, config)
     horizon_s = config.days * DAY_S
     busy_gpus = target_gpu_s / horizon_s
@@ -275,11 +278,11 @@ def _campaigns(
     return out.assign(submit_s=out["submit_s"].round(1), kind="pretrain", spec="pretrain")
 
 
-def _sizes(kind: str, spec: KindSpec, config: GeneratorConfig) -> np.ndarray:
+def _sizes(spec_name: str, spec: KindSpec, config: GeneratorConfig) -> np.ndarray:
     """Gang sizes scaled to the cluster: at most a quarter of it, whole nodes above one node."""
     per = config.gpus_per_node
     cap = max(per, config.gpus // 4 // per * per)
-    if kind == "pretrain":
+    if spec_name == "pretrain":
         raw = [max(per, round(config.gpus / x / per) * per) for x in spec.gpus]
     else:
         raw = list(spec.gpus)
@@ -330,7 +333,7 @@ def _legacy_habits(trace: pd.DataFrame, config: GeneratorConfig, rng: np.random.
     long = trace["duration_s"].to_numpy() > 8 * HOUR_S
     opt_out = rng.random(n) < np.where(long, config.opt_out_long, config.opt_out_short)
     trace["preemptible"] = ~opt_out
-    spec = trace["spec"].map(KINDS)
+    spec = trace["spec"].map(SPECS)
     trace["min_runtime_s"] = [s.min_runtime_s for s in spec]
     trace["checkpoint_s"] = [s.checkpoint_s for s in spec]
     base_util = np.array([s.util for s in spec])
@@ -340,7 +343,10 @@ def _legacy_habits(trace: pd.DataFrame, config: GeneratorConfig, rng: np.random.
 
 
 def _finish(trace: pd.DataFrame) -> pd.DataFrame:
-    """Order by submit time, name the jobs, keep the schema's columns."""
+    """Order by submit time, name the jobs, keep the schema's columns.
+
+    Jobs submitted at the same time are ordered by spec name, so a renamed spec may renumber
+    the jobs (and change results): a new name must sort where the old one did."""
     trace = trace.sort_values(["submit_s", "spec", "duration_s"], kind="stable").reset_index(
         drop=True
     )

@@ -186,8 +186,9 @@ def preset_from_voila() -> str:
 
 
 @dataclass
-class Run:
-    """A finished run of the app: its results and how long each stage took."""
+class ExplorerRun:
+    """One run of the Explorer (what ``Explorer.run`` returns and its cache keeps): the results
+    of the policies it compared, and how long simulating and the whole run took."""
 
     results: list[SimResult]
     sim_s: float
@@ -214,7 +215,7 @@ class Explorer(w.VBox):
         )
         self.runs = 0
         self.results: list[SimResult] = []
-        self._cache: OrderedDict[tuple, Run] = OrderedDict()
+        self._cache: OrderedDict[tuple, ExplorerRun] = OrderedDict()
         self._inputs: tuple[tuple, Inputs] | None = None
         self._holding = False
         self._rate_s = 1e-6  # seconds per GPU-day, learnt from the runs
@@ -447,7 +448,7 @@ class Explorer(w.VBox):
             * len(self.policies())
         )
 
-    def run(self, config: SimConfig | None = None) -> Run | None:
+    def run(self, config: SimConfig | None = None) -> ExplorerRun | None:
         """Simulate now with the controls' settings (``config``: already read from them), show
         the charts; None when input is bad."""
         began = time.perf_counter()
@@ -479,7 +480,7 @@ class Explorer(w.VBox):
         )
         return outcome
 
-    def _simulate(self, config: SimConfig) -> Run:
+    def _simulate(self, config: SimConfig) -> ExplorerRun:
         began = time.perf_counter()
         plain = self._inputs_for(replace(config, budget_shares={}))
         shares = self._shares()  # after a new workload, only boxes of its own tree count
@@ -499,7 +500,7 @@ class Explorer(w.VBox):
         wall = time.perf_counter() - began
         gpu_days = config.gpus * self._horizon_s / DAY_S * config.demand * len(results)
         self._rate_s = max(wall / gpu_days, 1e-7)
-        return Run(results, sum(r.sim_wall_s for r in results), wall)
+        return ExplorerRun(results, sum(r.sim_wall_s for r in results), wall)
 
     def _advance(self, t_s: float) -> None:
         """Progress of a slow run, in simulated time (each policy fills the bar once)."""
@@ -513,13 +514,13 @@ class Explorer(w.VBox):
             self._budget_editor(self._inputs[1])
         return self._inputs[1]
 
-    def _remember(self, key: tuple, outcome: Run) -> None:
+    def _remember(self, key: tuple, outcome: ExplorerRun) -> None:
         self._cache[key] = outcome
         self._cache.move_to_end(key)
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
 
-    def _summary(self, outcome: Run, cached: bool, total_s: float) -> str:
+    def _summary(self, outcome: ExplorerRun, cached: bool, total_s: float) -> str:
         first = outcome.results[0]
         names = " vs ".join(r.run for r in outcome.results)
         how = "from cache" if cached else f"simulated in {outcome.sim_s:.2f} s"

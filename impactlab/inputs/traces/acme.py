@@ -25,13 +25,23 @@ TYPES = {
     "debug": "debug",
     "other": "other",
 }
-COLUMNS = ("job_id", "user", "gpu_num", "type", "state", "submit_time", "start_time", "end_time")
+#: The columns this loader needs in the source file (the trace it makes has ``trace.COLUMNS``).
+SOURCE_COLUMNS = (
+    "job_id",
+    "user",
+    "gpu_num",
+    "type",
+    "state",
+    "submit_time",
+    "start_time",
+    "end_time",
+)
 
 
 def load(path: Path, options: LoadOptions) -> Loaded:
     """Load an Acme job trace (Seren or Kalos)."""
     rows = read_table(path, str(path), options)
-    rows.require(*COLUMNS)
+    rows.require(*SOURCE_COLUMNS)
     raw_type = text_column(rows, "type")
     kind = raw_type.str.lower().map(TYPES)
     unknown = sorted(set(raw_type[kind.isna()]))

@@ -17,13 +17,23 @@ from .report import Loaded, LoadOptions
 from .runs import final_state, run_times
 from .table import Rows, finish, numbers, read_table, text_column
 
-COLUMNS = ("job_id", "user", "vc", "gpu_num", "state", "submit_time", "start_time", "end_time")
+#: The columns this loader needs in the source file (the trace it makes has ``trace.COLUMNS``).
+SOURCE_COLUMNS = (
+    "job_id",
+    "user",
+    "vc",
+    "gpu_num",
+    "state",
+    "submit_time",
+    "start_time",
+    "end_time",
+)
 
 
 def load(path: Path, options: LoadOptions) -> Loaded:
     """Load a Helios ``cluster_log.csv``."""
     rows = read_table(path, str(path), options)
-    rows.require(*COLUMNS)
+    rows.require(*SOURCE_COLUMNS)
     return finish(
         rows, "helios", jobs(rows, project=text_column(rows, "vc")), state=rows.frame["state"]
     )

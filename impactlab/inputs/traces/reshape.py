@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ...base.units import DAY_S
-from ..generator import KINDS as GENERATED
+from ..generator import SPECS
 from ..trace import KINDS, validate_trace
 
 log = logging.getLogger(__name__)
@@ -31,14 +31,13 @@ class Contract:
 
 
 def _contract(spec_name: str) -> Contract:
-    spec = GENERATED[spec_name]
+    spec = SPECS[spec_name]
     return Contract(spec.min_runtime_s, spec.checkpoint_s, spec.util)
 
 
-#: Per-kind defaults, the synthetic generator's (one source of truth); ``other`` = its sweeps.
-CONTRACT_DEFAULTS: dict[str, Contract] = {
-    k: _contract("sweep" if k == "other" else k) for k in KINDS
-}
+#: The contract each kind declares by default (``fill_contract``; ``contract_default="per-kind"``):
+#: the synthetic generator's (one source of truth), ``other`` from its ``search`` spec.
+KIND_CONTRACTS: dict[str, Contract] = {k: _contract("search" if k == "other" else k) for k in KINDS}
 
 
 def window(trace: pd.DataFrame, start_days: float = 0.0, days: float | None = None) -> pd.DataFrame:
@@ -122,7 +121,7 @@ def fill_contract(
     ``overrides`` maps a kind to field values, e.g. ``{"debug": {"min_runtime_s": 600}}``.
     Only the listed ``columns`` are set, for every job (the loaders' traces do not record them).
     """
-    table = dict(CONTRACT_DEFAULTS)
+    table = dict(KIND_CONTRACTS)
     for kind, fields in (overrides or {}).items():
         if kind not in table:
             raise ValueError(f"unknown kind {kind!r}; kinds are {KINDS}")

@@ -25,7 +25,8 @@ from .report import Loaded, LoadOptions
 from .runs import final_state, run_times
 from .table import Rows, blank, finish, read_table, text_column
 
-COLUMNS = ("JobID", "User", "Account", "Submit", "Start", "End", "AllocTRES", "State")
+#: The columns this loader needs in the source file (the trace it makes has ``trace.COLUMNS``).
+SOURCE_COLUMNS = ("JobID", "User", "Account", "Submit", "Start", "End", "AllocTRES", "State")
 SHELLS = frozenset(
     {
         "bash",
@@ -48,7 +49,7 @@ _ELAPSED = r"^(?:(?P<d>\d+)-)?(?:(?P<h>\d+):)?(?P<m>\d+):(?P<s>\d+(?:\.\d+)?)$"
 def load(path: Path, options: LoadOptions) -> Loaded:
     """Load ``sacct --parsable2`` output."""
     rows = read_table(path, str(path), options)
-    rows.require(*COLUMNS)
+    rows.require(*SOURCE_COLUMNS)
     job_id = text_column(rows, "JobID")
     rows.skip(job_id.str.contains(".", regex=False).to_numpy(), "job step (not a job)")
     state = final_state(rows, "State")
