@@ -16,9 +16,17 @@ from .base.version import VERSION
 _SOURCES = {
     "inputs.budget_io": ("budgets_from_trace", "load_budgets"),
     "inputs.budgets": ("BudgetError", "BudgetTree"),
-    "base.config": ("GeneratorConfig", "HealthConfig", "SimConfig", "parameter", "parameters"),
+    "base.config": (
+        "GeneratorConfig",
+        "HealthConfig",
+        "Maintenance",
+        "SimConfig",
+        "parameter",
+        "parameters",
+    ),
     "base.files": ("OutputPathError",),
     "inputs.generator": ("generate",),
+    "inputs.maintenance": ("MaintenanceError", "load_maintenance"),
     "inputs.overview": ("Overview", "overview"),
     "base.params": ("Param", "ParamError", "knob"),
     "policies": (
@@ -62,13 +70,21 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # what type checkers and IDEs read; at run time, __getattr__ above
     from .analysis.results import SimResult, metrics_frame
-    from .base.config import GeneratorConfig, HealthConfig, SimConfig, parameter, parameters
+    from .base.config import (
+        GeneratorConfig,
+        HealthConfig,
+        Maintenance,
+        SimConfig,
+        parameter,
+        parameters,
+    )
     from .base.files import OutputPathError
     from .base.params import Param, ParamError, knob
     from .base.registry import REGISTRY, policy_names, register_policy
     from .inputs.budget_io import budgets_from_trace, load_budgets
     from .inputs.budgets import BudgetError, BudgetTree
     from .inputs.generator import generate
+    from .inputs.maintenance import MaintenanceError, load_maintenance
     from .inputs.overview import Overview, overview
     from .inputs.scenario import load_scenario
     from .inputs.trace import TraceError, validate_trace

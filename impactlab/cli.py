@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import logging
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, overload
 
-from .analysis.catalog import BY_NAME, COUNTS, FRACTIONS, SCALAR
+from .analysis.catalog import BY_NAME, SCALAR, shown
 from .analysis.findings import queue_path
 from .base.config import PAIRINGS, REPAIR_MODES, SimConfig, parameter, parameters
 from .base.files import (
@@ -27,6 +28,7 @@ from .base.params import Param, ParamError, iter_groups
 from .base.registry import policy_class, policy_names, policy_params
 from .base.version import VERSION
 from .inputs.budgets import BudgetError
+from .inputs.maintenance import MaintenanceError
 from .inputs.scenario import ScenarioError, load_scenario
 from .policies import PolicyError
 from .runs.machine import BACKENDS
@@ -191,6 +193,13 @@ def _run_options(command: argparse.ArgumentParser) -> None:
         "workload and budgets; flags given explicitly win over it",
     )
     command.add_argument(
+        "--maintenance",
+        type=Path,
+        metavar="PLAN",
+        help="maintenance plan (YAML or CSV: announce_h, down_h, hours, nodes or share, "
+        "at_deadline); replaces the scenario's",
+    )
+    command.add_argument(
         "--json", action="store_true", help="print one JSON object instead of a table"
     )
     command.add_argument(
@@ -251,16 +260,23 @@ def given(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def base_config(args: argparse.Namespace) -> SimConfig:
-    """Defaults, then the scenario file, then the explicit flags (which always win)."""
+    """Defaults, then the scenario file, then the explicit flags (which always win); a
+    ``--maintenance`` plan replaces the scenario's and is checked against the cluster the
+    flags ask for."""
     base = load_scenario(args.scenario).config if args.scenario else SimConfig()
+    plan = None
+    if getattr(args, "maintenance", None) is not None:
+        from .inputs.maintenance import load_maintenance
+
+        plan = load_maintenance(args.maintenance)
+        base = dataclasses.replace(base, maintenance=())
     values = given(args)
     knobs = {p.name for p in parameters() if p.policies}
     run = {k: v for k, v in values.items() if k not in knobs}
     if args.command == "simulate":
-        return base.with_params(
-            {**run, "policy": args.policy, **{k: values[k] for k in values if k in knobs}}
-        )
-    return base.with_params(run)
+        run = {**run, "policy": args.policy, **{k: values[k] for k in values if k in knobs}}
+    config = base.with_params(run)
+    return config if plan is None else config.with_maintenance(*plan)
 
 
 def variants(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
@@ -388,8 +404,7 @@ def format_table(summary: dict) -> str:
     )
     lines = [title]
     lines += [
-        f"  {name:{W}} {_cell(summary[name], BY_NAME[name].fmt, 7)}"
-        for name in (*FRACTIONS, *COUNTS)
+        f"  {name:{W}} {_cell(summary[name], BY_NAME[name].fmt, 7)}" for name in shown([summary])
     ]
     lines.append(f"  {'queued jobs by quarter':{W}} {queue_path(summary['queue_quarters'])}")
     if summary["repair"] is not None:
@@ -423,7 +438,7 @@ def format_comparison(summaries: list[dict]) -> str:
         f"{summaries[0]['jobs']} jobs on {summaries[0]['gpus']} GPUs, {_window(summaries[0])}",
         head,
     ]
-    for name in (*FRACTIONS, *COUNTS, "sim_wall_s"):
+    for name in (*shown(summaries), "sim_wall_s"):
         lines.append(f"  {name:{W}}" + "".join(_cell(s[name], ".3f", 12) for s in summaries))
     lines.append("  queued jobs at the window's start and at the end of each quarter:")
     lines += [f"    {s['policy']:22} {queue_path(s['queue_quarters'])}" for s in summaries]
@@ -479,6 +494,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         BudgetError,
         PolicyError,
         OutputPathError,
+        MaintenanceError,
     ) as err:
         print(f"impactlab: error: {err}", file=sys.stderr)
         return 2

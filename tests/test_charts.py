@@ -15,6 +15,7 @@ import pytest
 
 import impactlab as il
 from impactlab import charts
+from impactlab.inputs.trace import KINDS
 
 MAX_EMBEDDED_ROWS = 3000  # "a few thousand rows" per chart, whatever the run size
 
@@ -157,6 +158,10 @@ def test_kind_colours_do_not_depend_on_which_kinds_are_present():
     assert full["domain"] == list(charts.KIND_ORDER)
     assert some["domain"] == ["debug", "other", "custom"]
     assert some["range"][:2] == [charts.KIND_COLORS["debug"], charts.KIND_COLORS["other"]]
+
+
+def test_every_kind_has_a_colour_and_only_kinds_have_one():
+    assert set(charts.KIND_COLORS) == set(charts.KIND_ORDER) == set(KINDS)
 
 
 def test_project_colour_depends_on_the_name_only(runs):
@@ -579,3 +584,32 @@ def test_sweep_lines_take_a_log_axis_when_means_span_orders_of_magnitude():
     assert min(row["ci_low"] for row in rows_of(chart)) > 0
     linear = charts.sweep_lines(stats, "cap_hours", "lost_gpu_hours").to_dict()
     assert "scale" not in layers_of(linear)[0]["encoding"]["y"]
+
+
+# ----- planned maintenance -----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def maintained() -> list[il.SimResult]:
+    """legacy and impactful with a quarter of the nodes announced at 30 h, down by 40 h."""
+    plan = il.Maintenance(name="rack", announce_h=30, down_h=40, hours=2, share=0.25)
+    config = il.SimConfig(gpus=32, days=3, seed=1).with_maintenance(plan)
+    return il.compare(config, ["legacy", "impactful"])
+
+
+def test_maintenance_chart_has_a_tick_per_node_and_the_deadline(maintained):
+    chart = charts.maintenance(maintained)
+    chart.to_dict(validate=True)
+    rows = rows_of(chart)
+    ticks = [row for row in rows if "free_h" in row and "node" in row]
+    expected = {(r.run, n) for r in maintained for n in r.maintenance()["node"]}
+    assert {(row["run"], row["node"]) for row in ticks} == expected
+    for r in maintained:  # each tick is the run's own hours to free that node
+        table = r.maintenance().set_index("node")["free_h"]
+        for row in ticks:
+            if row["run"] == r.run:
+                assert row["free_h"] == pytest.approx(table[row["node"]])
+    assert [row["deadline_h"] for row in rows if "window" in row and "node" not in row] == [10.0]
+
+
+def test_maintenance_chart_without_a_plan_says_so(runs):
+    with pytest.raises(ValueError, match="no run has a maintenance plan"):
+        charts.maintenance(runs)

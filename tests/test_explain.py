@@ -497,3 +497,15 @@ def test_latencies_are_reasons_a_cycle_and_a_grace_period():
         "it preempted 1 job at 0.01 h, which kept its GPUs for the 30 s grace period"
         in reasons["grace"]
     )
+
+
+def test_a_story_says_when_a_job_was_evicted_for_maintenance():
+    plan = il.Maintenance(name="rack", announce_h=30, down_h=40, hours=2, share=0.25)
+    result = il.simulate(il.SimConfig(gpus=32, days=3, seed=1).with_maintenance(plan))
+    evicts = result.events[result.events["event"] == "evict"]
+    assert len(evicts) > 0
+    for job_id, t_s, detail in zip(evicts["job_id"], evicts["t_s"], evicts["detail"]):
+        steps = [s for s in result.explain(job_id).steps if s.kind == "evict"]
+        step = next(s for s in steps if s.t_s == t_s)
+        when = "at the deadline" if detail.endswith("deadline") else "when the policy let it go"
+        assert step.text.startswith(f"evicted {when}: node") and "maintenance rack" in step.text

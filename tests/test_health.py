@@ -277,6 +277,9 @@ class FakeNodes:
     def node_repaired(self, node, detail):
         self.seen.append((self.now, detail, node))
 
+    def in_maintenance(self, node):
+        return False
+
     def run(self, until: float) -> None:
         while self.calls and self.calls[0][0] < until:
             self.now, _, fn, args = heapq.heappop(self.calls)

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 from helpers import TREE_SPEC
 
+import impactlab as il
 from impactlab import BudgetTree, SimConfig, compare, metrics_frame
 from impactlab.notebook import lessons
 
@@ -246,3 +247,22 @@ def test_counts_get_whole_number_ticks_and_knobs_their_labels():
     assert counts["x"]["title"] == "protection cap (h)"  # the knob's label, not cap_hours
     bars = lessons.metric_chart(frame, "run", {"preemptions.interactive": "x"}).to_dict()
     assert bars["concat"][0]["layer"][0]["encoding"]["x"]["axis"]["tickMinStep"] == 1
+
+
+def test_maintenance_effect_is_the_plan_beside_the_same_run_without_it():
+    plan = il.Maintenance(name="rack", announce_h=30, down_h=40, hours=2, share=0.25)
+    config = il.SimConfig(gpus=32, days=3, seed=1)
+    planned = il.compare(config.with_maintenance(plan), ["legacy", "impactful"])
+    baseline = il.compare(config, ["legacy", "impactful"])
+    table = lessons.maintenance_effect(planned, baseline).set_index("run")
+    for with_plan, without in zip(planned, baseline):
+        m, b = with_plan.metrics(), without.metrics()
+        row = table.loc[with_plan.run]
+        assert m["maintenance_nodes"] == 1  # (a quarter of 4 nodes)
+        assert row["free_h_max"] == m["maintenance_free_h_max"]
+        assert row["evicted"] == m["maintenance_evicted"]
+        assert row["impact_change"] == pytest.approx(m["impact"] - b["impact"])
+        assert row["wait_p90_h_change"] == pytest.approx(
+            (m["wait_p90_s.all"] - b["wait_p90_s.all"]) / 3600
+        )
+    assert table.loc["impactful", "free_h_max"] <= 8.0  # within the contract cap

@@ -24,7 +24,15 @@ from helpers import INSTANT
 from pandas.testing import assert_frame_equal
 
 import impactlab.policies.reference as spec
-from impactlab import REGISTRY, BudgetTree, GeneratorConfig, SimConfig, generate, simulate
+from impactlab import (
+    REGISTRY,
+    BudgetTree,
+    GeneratorConfig,
+    Maintenance,
+    SimConfig,
+    generate,
+    simulate,
+)
 from impactlab.base.registry import BUILTIN
 from impactlab.policies.reference import (
     REFERENCES,
@@ -190,11 +198,18 @@ def replay(
     days: float,
     reference: bool,
     timing: dict | None = None,
+    maintenance: tuple[Maintenance, ...] = (),
 ) -> SimResult:
     """Run one trace under the fast policy or, with ``reference``, under its oracle (with the
-    default latencies, or ``timing``'s)."""
+    default latencies, or ``timing``'s; with a ``maintenance`` plan, if given)."""
     config = SimConfig(
-        policy=policy, gpus=gpus, gpus_per_node=per, days=days, policy_knobs=knobs, **(timing or {})
+        policy=policy,
+        gpus=gpus,
+        gpus_per_node=per,
+        days=days,
+        policy_knobs=knobs,
+        maintenance=maintenance,
+        **(timing or {}),
     )
     instance = (REFERENCES if reference else REGISTRY)[policy](**knobs)
     return simulate(config, trace=trace, budgets=tree, policy=instance)
@@ -220,12 +235,13 @@ def assert_same_log(
     per: int,
     days: float,
     timing: dict | None = None,
+    maintenance: tuple[Maintenance, ...] = (),
 ) -> pd.DataFrame:
     """The fast policy and its oracle write the identical event log; returns it."""
-    fast = replay(
-        policy, knobs, trace, tree, gpus, per, days, reference=False, timing=timing
-    ).events
-    ref = replay(policy, knobs, trace, tree, gpus, per, days, reference=True, timing=timing).events
+    fast, ref = (
+        replay(policy, knobs, trace, tree, gpus, per, days, oracle, timing, maintenance).events
+        for oracle in (False, True)
+    )
     if not fast.equals(ref):
         pytest.fail(first_difference(fast, ref))
     assert_frame_equal(fast, ref)
@@ -274,6 +290,38 @@ def test_fast_pass_logs_exactly_what_the_reference_pass_logs_with_multi_node_gan
     policy, knobs, seed
 ):
     assert_same_log(policy, knobs, gang_trace(seed), gang_tree(), GANG_GPUS, 8, GANG_DAYS)
+
+
+#: A plan that closes nodes while the generated workload runs: a share of the cluster whose
+#: jobs are stopped at the deadline, and two listed nodes whose jobs are waited for.
+MAINTENANCE_PLAN = (
+    Maintenance(name="share", announce_h=12, down_h=20, hours=3, share=0.25),
+    Maintenance(name="pair", announce_h=26, down_h=28, hours=2, nodes=(1, 2), at_deadline="wait"),
+)
+
+
+@pytest.mark.parametrize("gangs", [False, True], ids=["generated", "gangs"])
+@pytest.mark.parametrize(
+    ("policy", "knobs"),
+    [  # (each policy's defaults in every profile, its knob variants in the thorough one)
+        pytest.param(*v, id=i, marks=pytest.mark.thorough if v[1] else ())
+        for v, i in zip(VARIANTS, VARIANT_IDS)
+    ],
+)
+def test_fast_pass_logs_exactly_what_the_reference_pass_logs_under_maintenance(
+    policy, knobs, gangs
+):
+    """Nodes closed to new work (and room on them ignored by victim searches) mean the same to
+    both passes, and the run does reach the maintenance."""
+    if gangs:
+        trace, tree, shape = gang_trace(0), gang_tree(), (GANG_GPUS, 8, GANG_DAYS)
+    else:
+        workload = (32, 8, 2.0, 2.5, 0)
+        (trace, tree), shape = generated(*workload), workload[:3]
+    log = assert_same_log(policy, knobs, trace, tree, *shape, maintenance=MAINTENANCE_PLAN)
+    announced = sum(len(w.node_list(shape[0] // shape[1])) for w in MAINTENANCE_PLAN)
+    assert (log["event"] == "cordon").sum() == announced
+    assert (log["event"] == "maintenance_down").sum() >= 1
 
 
 #: Knob sets compared on the busy small-cluster traces: the default pass, a larger reserve,

@@ -264,6 +264,18 @@ def test_the_report_reads_simulate_and_compare_folders(tmp_path):
         assert "Where the owed GPUs were" in page  # read back from the saved runs
 
 
+def test_the_report_shows_maintenance_only_for_runs_with_a_plan(tmp_path):
+    plan = il.Maintenance(name="rack", announce_h=6, down_h=10, hours=2, nodes=(0,))
+    for name, config in (("planned", BASE.with_maintenance(plan)), ("plain", BASE)):
+        (tmp_path / name).mkdir()
+        for r in il.compare(config, ["legacy", "impactful"]):
+            r.save(tmp_path / name / r.config.policy)
+    planned, plain = build_report(tmp_path / "planned"), build_report(tmp_path / "plain")
+    assert_offline(planned)
+    assert "Planned maintenance" in planned and "maintenance_free_h_max" in planned
+    assert "Planned maintenance" not in plain and "maintenance_free_h_max" not in plain
+
+
 def test_cli_sweep_then_report(tmp_path, capsys):
     grid = tmp_path / "grid.yaml"
     grid.write_text("grid:\n  cap_hours: [1, 8]\nseeds: 0-1\nbase: {gpus: 16}\n")

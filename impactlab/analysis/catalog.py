@@ -75,6 +75,25 @@ METRICS: tuple[Metric, ...] = (
     _count("auto_repairs", "automatic repairs", ""),
     _count("jobs_hit", "jobs hit by a node failure", "down", "jobs"),
     _count("failure_lost_gpu_hours", "GPU-hours lost to node failures", "down", "GPU-hours", ".1f"),
+    _count("maintenance_nodes", "nodes taken down for maintenance", "", "count", ".0f"),
+    _count("maintenance_free_h_max", "longest time to free a node (h)", "down", "hours", ".2f"),
+    _count("maintenance_free_h_mean", "mean time to free a node (h)", "down", "hours", ".2f"),
+    _count("maintenance_unfreed", "nodes not free by the end", "down", "count", ".0f"),
+    _count("maintenance_evicted", "jobs evicted for maintenance", "down", "jobs"),
+    _count(
+        "maintenance_lost_gpu_hours",
+        "GPU-hours lost to maintenance evictions",
+        "down",
+        "GPU-hours",
+        ".1f",
+    ),
+    _count(
+        "maintenance_idle_gpu_hours",
+        "GPU-hours idle on closed nodes before going down",
+        "down",
+        "GPU-hours",
+        ".1f",
+    ),
 )
 BY_NAME = {metric.name: metric for metric in METRICS}
 #: Every scalar metric's name, in order.
@@ -83,6 +102,17 @@ SCALAR = tuple(metric.name for metric in METRICS)
 FRACTIONS = tuple(m.name for m in METRICS if m.kind == "fraction")
 #: The counts and amounts of a run's summary.
 COUNTS = tuple(m.name for m in METRICS if m.kind == "count" and m.name != "jobs")
+#: The metrics of planned maintenance (tables show them only for a run with a plan).
+MAINTENANCE = tuple(m.name for m in METRICS if m.name.startswith("maintenance_"))
+
+
+def shown(summaries: list[dict]) -> tuple[str, ...]:
+    """The fractions and counts a table of ``summaries`` shows: maintenance's only if one of
+    the runs had a plan."""
+    planned = any(s.get("maintenance_nodes") for s in summaries)
+    return tuple(name for name in (*FRACTIONS, *COUNTS) if planned or name not in MAINTENANCE)
+
+
 #: What a sweep's headline table shows, in order (a wait of the debug jobs among them).
 SWEEP_HEADLINE = (
     "impact",

@@ -61,8 +61,12 @@ SUBMIT, START, PREEMPT, REQUEUE, FINISH, FAIL, WITHDRAW, NODE_DOWN, NODE_UP, KIL
     Ev.RESUBMIT.value,
 )
 #: Rows that give an attempt's GPUs back. A preempted attempt keeps them through its grace
-#: period, until its ``requeue`` or ``kill``; a failed one gives them back at the ``fail``.
-STOPS = frozenset({FINISH, FAIL, REQUEUE, KILL})
+#: period, until its ``requeue`` or ``kill``; a failed or evicted one gives them back at once.
+STOPS = frozenset({FINISH, FAIL, REQUEUE, KILL, Ev.EVICT.value})
+#: A node closed to new work from its ``cordon`` (maintenance announced) until its
+#: ``maintenance_up``; a job's story counts it with the nodes down (failed, until ``node_up``).
+CORDON, MAINT_UP = Ev.CORDON.value, Ev.MAINT_UP.value
+NODE_EVENTS = frozenset({NODE_DOWN, NODE_UP, CORDON, MAINT_UP})
 
 
 class LoggedRun(Protocol):
@@ -201,6 +205,8 @@ class Replay:
             result.events[["t_s", "event", "job_id", "nodes", "detail"]].itertuples(index=False)
         )
         self.jobs, self.policy, self.pos = jobs, policy, 0
+        self.failed: set[int] = set()  # nodes down for repair
+        self.closed: set[int] = set()  # nodes announced for maintenance, until back in service
         self.cycle_s, self.grace_s = c.cycle_s, c.grace_s
         kills = result.events[result.events["event"] == KILL]
         self.lost_at = dict(zip(zip(kills["job_id"], kills["t_s"]), kills["lost_s"]))
@@ -229,10 +235,17 @@ class Replay:
             if attempt is not None:
                 for n in attempt.nodes:
                     state.free[n] += attempt.job.per_node
-        elif event == NODE_DOWN:
-            state.down.add(int(nodes))
-        elif event == NODE_UP:
-            state.down.discard(int(nodes))
+        elif event in NODE_EVENTS:
+            node = int(nodes)
+            if event == NODE_DOWN:
+                self.failed.add(node)
+            elif event == NODE_UP:
+                self.failed.discard(node)
+            elif event == CORDON:
+                self.closed.add(node)
+            elif event == MAINT_UP:
+                self.closed.discard(node)
+            state.down = self.failed | self.closed
 
 
 def explainer(result: LoggedRun) -> Explainer:
@@ -332,6 +345,10 @@ def _event_step(
         return Step(t, event, f"failed: {detail}")
     if event == FINISH:
         return Step(t, event, "finished")
+    if event == Ev.EVICT:
+        window, _, why = detail.removeprefix("maintenance=").partition("; ")
+        when = "at the deadline" if why == "deadline" else "when the policy let it go"
+        return Step(t, event, f"evicted {when}: node {nodes} goes down for maintenance {window}")
     if event == KILL:
         return Step(
             t,

@@ -16,7 +16,7 @@ from ..base.gangs import SIZE_BUCKETS
 from ..inputs.budgets import ROOT, BudgetTree
 from ..sim.events import Ev
 
-END_EVENTS = (Ev.PREEMPT, Ev.FINISH, Ev.FAIL)
+END_EVENTS = (Ev.PREEMPT, Ev.FINISH, Ev.FAIL, Ev.EVICT)
 QUEUE_DELTA = {
     Ev.SUBMIT: 1,
     Ev.REQUEUE: 1,
@@ -219,7 +219,7 @@ def _job_table(
         drop=True
     )
     out = out.join(_attempt_totals(att, att_job, n_jobs))
-    for ev in (Ev.PREEMPT, Ev.FAIL, Ev.KILL, Ev.RESUBMIT):
+    for ev in (Ev.PREEMPT, Ev.FAIL, Ev.KILL, Ev.RESUBMIT, Ev.EVICT):
         out[f"{ev}s"] = _count(job[event == ev], n_jobs)
     last = _last_row(job, np.isin(event, [*TERMINAL, Ev.RESUBMIT]), n_jobs)
     last_event = _take(event, last, "")
@@ -301,9 +301,11 @@ def healthy_gpu_s(events: pd.DataFrame, window: Window, gpus_per_node: int) -> f
 def capacity_steps(
     events: pd.DataFrame, capacity: int, gpus_per_node: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Healthy GPUs as a step function: change times and the value from each time on."""
-    nodes = events[events["event"].isin([Ev.NODE_DOWN, Ev.NODE_UP])]
-    delta = np.where(nodes["event"] == Ev.NODE_DOWN, -gpus_per_node, gpus_per_node)
+    """Healthy GPUs in service as a step function: change times and the value from each time
+    on (a node down for repair or for planned maintenance is not available)."""
+    nodes = events[events["event"].isin([Ev.NODE_DOWN, Ev.NODE_UP, Ev.MAINT_DOWN, Ev.MAINT_UP])]
+    down = nodes["event"].isin([Ev.NODE_DOWN, Ev.MAINT_DOWN]).to_numpy()
+    delta = np.where(down, -gpus_per_node, gpus_per_node)
     t = np.concatenate([[0.0], nodes["t_s"].to_numpy()])
     return t, capacity + np.concatenate([[0], np.cumsum(delta)])
 
@@ -655,6 +657,7 @@ def summarise(
         **backlog(events, window, len(table)),
         **session_summary(events, keys, att, resubmitted, window),
         **health_summary(events, att, window, horizon_s, down),
+        **maintenance_summary(events, att, gpus_per_node, horizon_s),
         "preemptions_by_kind": {
             str(k): int(n)
             for k, n in pd.Series(keys.kind[job[preempts]]).value_counts().sort_index().items()
@@ -988,3 +991,85 @@ def health_series(
             "human_repairs": count(down.loc[down["repair"] == "human", "up_s"].to_numpy()),
         }
     )
+
+
+# ----- planned maintenance ---------------------------------------------------------------------
+def window_name(detail: str) -> str:
+    """The maintenance window a node or eviction row belongs to (``maintenance=<name>; ...``)."""
+    return detail.removeprefix("maintenance=").partition(";")[0]
+
+
+def maintenance_table(
+    events: pd.DataFrame, att: pd.DataFrame, gpus_per_node: int, horizon_s: float
+) -> pd.DataFrame:
+    """One row per node and maintenance window: when it was announced (``cordon``), when its
+    last job left (``vacated``), when it went down and came back (NaN if not by the horizon),
+    hours from announcement to free (``free_h``; NaN while not free), the jobs evicted from it
+    and the work they lost, and the GPU-hours it stood idle but closed between its last job
+    leaving and going down (``idle_gpu_hours``). Whole run: maintenance is planned for given
+    times, so it is reported whether or not it falls in the reporting window."""
+    event = events["event"].to_numpy()
+    columns = [
+        "window", "node", "announced_s", "vacated_s", "down_s", "up_s", "free_h",
+        "evicted", "evicted_lost_gpu_hours", "idle_gpu_hours",
+    ]  # fmt: skip
+    cordons = events[event == Ev.CORDON]
+    if cordons.empty:
+        return pd.DataFrame({c: [] for c in columns})
+    rows = []
+    node_rows = {ev: events[event == ev] for ev in (Ev.VACATED, Ev.MAINT_DOWN, Ev.MAINT_UP)}
+    evicts = events[event == Ev.EVICT]
+    evict_window = np.array([window_name(d) for d in evicts["detail"]], dtype=object)
+    evict_nodes = [set(map(int, str(n).split(","))) for n in evicts["nodes"]]
+    for t0, node_text, detail in zip(cordons["t_s"], cordons["nodes"], cordons["detail"]):
+        node, name = int(node_text), window_name(detail)
+        times = {}
+        for ev, frame in node_rows.items():  # the window's first of each on the node
+            names = frame["detail"].map(window_name)
+            mine = frame[(frame["nodes"] == node_text) & (frame["t_s"] >= t0) & (names == name)]
+            times[ev] = float(mine["t_s"].iloc[0]) if len(mine) else math.nan
+        hit = [
+            i for i, nodes in enumerate(evict_nodes) if evict_window[i] == name and node in nodes
+        ]
+        lost = evicts.iloc[hit]
+        vacated, down = times[Ev.VACATED], times[Ev.MAINT_DOWN]
+        rows.append(
+            {
+                "window": name,
+                "node": node,
+                "announced_s": float(t0),
+                "vacated_s": vacated,
+                "down_s": down,
+                "up_s": times[Ev.MAINT_UP],
+                "free_h": (vacated - t0) / 3600.0,
+                "evicted": len(lost),
+                "evicted_lost_gpu_hours": float((lost["lost_s"] * lost["gpus"]).sum()) / 3600.0,
+                "idle_gpu_hours": (np.nan_to_num(down, nan=horizon_s) - vacated)
+                * gpus_per_node
+                / 3600.0
+                if not math.isnan(vacated)
+                else 0.0,
+            }
+        )
+    return pd.DataFrame(rows, columns=columns)
+
+
+def maintenance_summary(
+    events: pd.DataFrame, att: pd.DataFrame, gpus_per_node: int, horizon_s: float
+) -> dict[str, object]:
+    """What planned maintenance cost (``maintenance_table`` summed): nodes taken, the longest
+    and mean hours from announcement to a free node (a node still not free at the horizon counts
+    until the horizon, and ``maintenance_unfreed`` says how many), jobs evicted and the work
+    they lost, GPU-hours idle on closed nodes. Zero and NaN without a plan."""
+    table = maintenance_table(events, att, gpus_per_node, horizon_s)
+    free_h = table["free_h"].fillna((horizon_s - table["announced_s"]) / 3600.0)
+    evicts = events[events["event"] == Ev.EVICT]
+    return {
+        "maintenance_nodes": len(table),
+        "maintenance_free_h_max": float(free_h.max()) if len(table) else math.nan,
+        "maintenance_free_h_mean": float(free_h.mean()) if len(table) else math.nan,
+        "maintenance_unfreed": int(table["vacated_s"].isna().sum()),
+        "maintenance_evicted": len(evicts),
+        "maintenance_lost_gpu_hours": float((evicts["lost_s"] * evicts["gpus"]).sum()) / 3600.0,
+        "maintenance_idle_gpu_hours": float(table["idle_gpu_hours"].sum()),
+    }

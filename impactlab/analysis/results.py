@@ -28,7 +28,15 @@ from . import tables
 from .catalog import SCALAR
 from .explain import Story, explain, protection_ends
 from .findings import findings
-from .metrics import SIZE_BUCKETS, Window, attempts, down_intervals, health_series, summarise
+from .metrics import (
+    SIZE_BUCKETS,
+    Window,
+    attempts,
+    down_intervals,
+    health_series,
+    maintenance_table,
+    summarise,
+)
 
 log = logging.getLogger(__name__)
 
@@ -291,6 +299,15 @@ class SimResult:
                 c.gpus_per_node,
                 self._edges(bucket_s),
             )
+        )
+
+    def maintenance(self) -> pd.DataFrame:
+        """Per node and maintenance window: announced, vacated, down and up times, hours to
+        free it, jobs evicted and their lost work, idle closed GPU-hours
+        (``metrics.maintenance_table``; empty without a plan)."""
+        c = self.config
+        return self._tagged(
+            maintenance_table(self.events, self._attempts, c.gpus_per_node, c.horizon_s)
         )
 
     def queue_series(self, bucket_s: float | None = None) -> pd.DataFrame:

@@ -263,13 +263,126 @@ class HealthConfig:
         check_fields(self)
 
 
+AtDeadline = Literal["stop", "wait"]
+#: What happens to jobs still running on a node when its maintenance must begin: they are
+#: stopped (requeued from their last checkpoint), or the node waits until they end.
+AT_DEADLINE: tuple[AtDeadline, ...] = ("stop", "wait")
+
+
+@dataclass(frozen=True)
+class Maintenance:
+    """One planned maintenance window (docs/model.md, "Planned maintenance").
+
+    At ``announce_h`` (hours from the start of the run) the nodes are announced: from then on
+    they take no new work, and the policy lets the jobs on them go its own way
+    (``Policy.vacate_at``). They must be down at ``down_h`` and stay down ``hours``. The nodes
+    are listed (``nodes``, numbered from 0) or a ``share`` of the cluster, spread evenly over the
+    node numbers. Jobs still running at ``down_h`` are stopped and requeued from their last
+    checkpoint (``at_deadline="stop"``), or the node waits for them (``"wait"``). A node goes
+    down as soon as it is empty (``early=True``: drained, then maintained) or not before
+    ``down_h`` (``early=False``: it stands idle, closed, until then); its time to free counts from
+    the announcement.
+    """
+
+    announce_h: float
+    down_h: float
+    hours: float = 4.0
+    nodes: tuple[int, ...] = ()
+    share: float = 0.0
+    at_deadline: AtDeadline = "stop"
+    early: bool = True
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nodes", tuple(int(n) for n in self.nodes))
+        where = f"maintenance {self.name or '(unnamed)'}"
+        if not (math.isfinite(self.announce_h) and self.announce_h >= 0):
+            raise ParamError(f"{where}: announce_h must be a time >= 0, got {self.announce_h}")
+        if not (math.isfinite(self.down_h) and self.down_h >= self.announce_h):
+            raise ParamError(
+                f"{where}: down_h must be at or after announce_h ({self.announce_h:g}), "
+                f"got {self.down_h}"
+            )
+        if not (math.isfinite(self.hours) and self.hours > 0):
+            raise ParamError(f"{where}: hours must be > 0, got {self.hours}")
+        if bool(self.nodes) == bool(self.share):
+            raise ParamError(f"{where}: give either nodes or a share of the cluster, not both")
+        if self.share and not 0 < self.share <= 1:
+            raise ParamError(f"{where}: share must be in (0, 1], got {self.share}")
+        if any(n < 0 for n in self.nodes) or len(set(self.nodes)) != len(self.nodes):
+            raise ParamError(f"{where}: nodes must be distinct numbers >= 0, got {self.nodes}")
+        if not isinstance(self.early, bool):
+            raise ParamError(f"{where}: early must be true or false, got {self.early!r}")
+        if self.at_deadline not in AT_DEADLINE:
+            raise ParamError(
+                f"{where}: at_deadline must be one of {', '.join(AT_DEADLINE)}, "
+                f"got {self.at_deadline!r}"
+            )
+
+    def node_list(self, node_count: int) -> tuple[int, ...]:
+        """The nodes it takes down on a cluster of ``node_count`` nodes: the listed ones, or
+        ``ceil(share * node_count)`` spread evenly (node ``floor(i * node_count / k)`` for the
+        i-th of k), so that no one corner of the numbering is favoured."""
+        if self.nodes:
+            bad = [n for n in self.nodes if n >= node_count]
+            if bad:
+                raise ParamError(
+                    f"maintenance {self.name or '(unnamed)'}: node {bad[0]} is not in a cluster "
+                    f"of {node_count} nodes (numbered from 0)"
+                )
+            return tuple(sorted(self.nodes))
+        k = min(node_count, math.ceil(self.share * node_count - 1e-9))
+        return tuple(i * node_count // k for i in range(k))
+
+
+def check_maintenance(plan: tuple[Maintenance, ...], node_count: int) -> None:
+    """Raise ParamError if two windows take one node at overlapping times (from announcement
+    to the latest it could be back: a window's node may go down after ``down_h`` only while it
+    waits for its jobs, which the check cannot know, so it uses the announced times)."""
+    busy: dict[int, list[tuple[float, float, str]]] = {}
+    for w in plan:
+        span = (w.announce_h, w.down_h + w.hours, w.name or "(unnamed)")
+        for n in w.node_list(node_count):
+            for a, b, other in busy.get(n, []):
+                if span[0] < b and a < span[1]:
+                    raise ParamError(
+                        f"maintenance {span[2]} and {other} both take node {n} between "
+                        f"{max(a, span[0]):g} h and {min(b, span[1]):g} h"
+                    )
+            busy.setdefault(n, []).append(span)
+
+
+def maintenance_plan(value: Any) -> tuple[Maintenance, ...]:
+    """A plan from what a caller gave: Maintenance windows, or mappings of their fields."""
+    if value is None:
+        return ()
+    if isinstance(value, (Maintenance, Mapping)):
+        value = [value]
+    out = []
+    for i, w in enumerate(value):
+        if isinstance(w, Maintenance):
+            out.append(w)
+        elif isinstance(w, Mapping):
+            known = {f.name for f in fields(Maintenance)}
+            unknown = sorted(set(w) - known)
+            if unknown:
+                raise ParamError(
+                    f"maintenance window {i}: unknown key(s) {unknown}; known: {sorted(known)}"
+                )
+            out.append(Maintenance(**w))
+        else:
+            raise ParamError(f"maintenance window {i}: expected a mapping, got {w!r}")
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class SimConfig:
     """Everything a run needs besides in-memory inputs (a trace or tree passed to ``simulate``).
 
     Without ``trace_path``, the synthetic generator builds the workload from the cluster and
     workload knobs. ``policy_knobs`` override the policy's declared knobs (``{"cap_hours": 4}``);
-    ``budget_shares`` override the shares of named budget-tree nodes. ``warmup_days`` (default:
+    ``budget_shares`` override the shares of named budget-tree nodes; ``maintenance`` is a plan
+    of ``Maintenance`` windows (or mappings of their fields). ``warmup_days`` (default:
     the policy's window, 7 days, at most half the run) is left out of the metrics so that the
     sliding window is full. ``days`` left unset follows the replayed trace (``trace_path``, or a
     DataFrame passed to ``simulate``) over its whole span, and is 14 days of synthetic workload
@@ -483,10 +596,13 @@ class SimConfig:
     policy_knobs: Mapping[str, Any] = field(default_factory=FrozenMap)
     budget_shares: Mapping[str, float] = field(default_factory=FrozenMap)
     health: HealthConfig = field(default_factory=HealthConfig)
+    maintenance: tuple[Maintenance, ...] = ()
 
     def __post_init__(self) -> None:
         check_fields(self)
         _check_cluster(self.gpus, self.gpus_per_node)
+        object.__setattr__(self, "maintenance", maintenance_plan(self.maintenance))
+        check_maintenance(self.maintenance, self.nodes)
         if not self.funded_load <= self.demand:
             raise ParamError(
                 f"funded_load must be <= demand, got {self.funded_load} > {self.demand}"
@@ -576,6 +692,10 @@ class SimConfig:
             budget_shares={**self.budget_shares, **shares},
         )
 
+    def with_maintenance(self, *windows: Maintenance | Mapping[str, Any]) -> SimConfig:
+        """A copy with this maintenance plan (replacing any other; none: no maintenance)."""
+        return replace(self, maintenance=maintenance_plan(list(windows)))
+
     @classmethod
     def from_flat(cls, values: Mapping[str, Any]) -> SimConfig:
         """A config from parameter names and values (defaults for the rest)."""
@@ -589,6 +709,7 @@ class SimConfig:
             policy_knobs=dict(self.policy_knobs),
             budget_shares=dict(self.budget_shares),
             health=dataclasses.asdict(self.health),
+            maintenance=[dataclasses.asdict(w) for w in self.maintenance],
         )
         return out
 

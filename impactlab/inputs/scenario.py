@@ -6,6 +6,7 @@
     cluster: {gpus: 88, gpus_per_node: 8}
     generator: {days: 7, demand: 2.5, funded_load: 0.8, seed: 0}
     budgets: {name: root, children: [...]}   # optional; leaves = projects
+    maintenance: [{announce_h: 192, down_h: 216, share: 0.25}]   # optional (inputs.maintenance)
 
 ``load_scenario`` returns the ``SimConfig`` and the tree; the tree replaces the synthetic
 organisation's (its leaves should name the generator's projects ``p00, p01, ...``).
@@ -13,6 +14,7 @@ organisation's (its leaves should name the generator's projects ``p00, p01, ...`
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -21,13 +23,14 @@ from ..base.config import SimConfig, parameters
 from ..base.files import InputFileError, find_input, read_yaml
 from ..base.params import ParamError
 from .budgets import BudgetError, BudgetTree
+from .maintenance import MaintenanceError, window_from
 
 
 class ScenarioError(ValueError):
     """A scenario file that cannot be used; the message names the file and key."""
 
 
-SECTIONS = {"name", "description", "cluster", "generator", "budgets"}
+SECTIONS = {"name", "description", "cluster", "generator", "budgets", "maintenance"}
 #: Scenario sections hold the declared parameters of their group.
 CLUSTER_KEYS = {p.name for p in parameters() if p.group == "cluster"}
 GENERATOR_KEYS = {p.name for p in parameters() if p.group == "workload"}
@@ -71,8 +74,15 @@ def load_scenario(path: str | Path, policy: str = "impactful") -> Scenario:
         config = SimConfig(policy=policy).with_params(
             {**cluster, **gen, "budgets_path": given if tree is not None else None}
         )
-    except ParamError as err:
-        raise ScenarioError(f"{path}: {err}") from None
+        windows = spec.get("maintenance") or []
+        if not isinstance(windows, list) or not all(isinstance(w, dict) for w in windows):
+            raise ScenarioError(f"{path}: maintenance: a list of windows (mappings)")
+        plan = tuple(
+            window_from(w, f"{path}: maintenance, window {k + 1}") for k, w in enumerate(windows)
+        )
+        config = replace(config, maintenance=plan) if plan else config
+    except (ParamError, MaintenanceError) as err:
+        raise ScenarioError(f"{path}: {err}" if str(path) not in str(err) else str(err)) from None
     return Scenario(
         str(spec.get("name", path.stem)), config, tree, str(spec.get("description", ""))
     )
@@ -97,6 +107,11 @@ def scenario_dict(
     }
     if tree is not None:
         out["budgets"] = tree.to_dict()
+    if config.maintenance:
+        out["maintenance"] = [
+            {k: (list(v) if k == "nodes" else v) for k, v in dataclasses.asdict(w).items()}
+            for w in config.maintenance
+        ]
     return out
 
 

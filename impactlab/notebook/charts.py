@@ -30,6 +30,7 @@ from ..analysis.catalog import label as metric_label
 from ..analysis.tables import OWED_HOLDERS
 from ..base.config import parameter
 from ..base.params import label
+from ..inputs.trace import KINDS
 
 THEME = "impactlab"
 #: Width of a whole chart, in pixels: fits a notebook cell.
@@ -37,14 +38,15 @@ WIDTH = 640
 #: Waits are drawn on a log axis; shorter waits (zero included) are drawn at this floor.
 WAIT_FLOOR_S = 1.0
 
-KIND_ORDER = ("debug", "interactive", "eval", "training", "pretrain", "sweep", "other")
+#: Job kinds in the order charts list them: the trace schema's kinds, in its order.
+KIND_ORDER = KINDS
+#: One colour per job kind.
 KIND_COLORS = {
     "debug": "#d62728",
     "interactive": "#ff7f0e",
     "eval": "#2ca02c",
     "training": "#1f77b4",
     "pretrain": "#9467bd",
-    "sweep": "#8c564b",
     "other": "#7f7f7f",
 }
 POLICY_COLORS = {
@@ -1387,6 +1389,106 @@ def _headline_preemptions(rs: list, metrics: pd.DataFrame) -> alt.Chart:
             ],
         )
         .properties(width=(WIDTH - 200) // 2, height=26 * len(rs) + 10)
+    )
+
+
+# ---------------------------------------------------------------- planned maintenance
+
+
+def maintenance(results: Any) -> alt.HConcatChart:
+    """How long each policy took to free the nodes announced for maintenance (one tick per node,
+    the deadline dashed) and what it cost: GPU-hours of work lost to evictions and GPU-hours the
+    closed nodes stood idle before going down."""
+    rs = as_results(results)
+    nodes = _table(rs, "maintenance")
+    if nodes.empty:
+        raise ValueError("no run has a maintenance plan (SimConfig.maintenance)")
+    nodes = nodes.assign(
+        free_h=nodes["free_h"].fillna(
+            nodes["run"].map({r.run: r.config.horizon_s / 3600.0 for r in rs})
+            - nodes["announced_s"] / 3600.0
+        ),
+        deadline_h=(nodes["down_s"] - nodes["announced_s"]) / 3600.0,
+    )
+    plan = {w.name or f"window {i}": w for r in rs for i, w in enumerate(r.config.maintenance)}
+    deadlines = pd.DataFrame(
+        {
+            "window": list(plan),
+            "deadline_h": [w.down_h - w.announce_h for w in plan.values()],
+        }
+    )
+    y = alt.Y("run:N", sort=_runs(rs), title=None)
+    ticks = (
+        alt.Chart(nodes)
+        .mark_tick(thickness=2, size=18)
+        .encode(
+            x=alt.X("free_h:Q", title="hours from the announcement until the node is free"),
+            y=y,
+            color=_run_color(rs),
+            tooltip=[
+                "run:N",
+                "window:N",
+                "node:Q",
+                alt.Tooltip("free_h:Q", title="hours to free", format=".2f"),
+                alt.Tooltip("evicted:Q", title="jobs evicted"),
+            ],
+        )
+    )
+    rules = (
+        alt.Chart(deadlines)
+        .mark_rule(strokeDash=[6, 4], color="#444")
+        .encode(
+            x="deadline_h:Q",
+            tooltip=["window:N", alt.Tooltip("deadline_h:Q", title="deadline (h)")],
+        )
+    )
+    label = (
+        alt.Chart(deadlines)
+        .mark_text(align="left", dx=4, dy=-6, color="#444", fontSize=11)
+        .encode(x="deadline_h:Q", y=alt.value(0), text=alt.value("deadline"))
+    )
+    spread = (
+        alt.layer(ticks, rules, label)
+        .properties(width=(WIDTH - 160) // 2, height=30 * len(rs) + 20)
+        .properties(title="Time to free each announced node (one tick per node)")
+    )
+    costs = (
+        nodes.groupby("run", sort=False)[["evicted_lost_gpu_hours", "idle_gpu_hours"]]
+        .sum()
+        .rename(
+            columns={
+                "evicted_lost_gpu_hours": "work lost to evictions",
+                "idle_gpu_hours": "closed nodes idle before going down",
+            }
+        )
+        .reset_index()
+        .melt("run", var_name="cost", value_name="gpu_hours")
+    )
+    costs = costs[  # (nodes that go down as soon as they are empty never stand idle)
+        (costs["cost"] != "closed nodes idle before going down") | (costs["gpu_hours"] > 0).any()
+    ]
+    bars = (
+        alt.Chart(costs)
+        .mark_bar()
+        .encode(
+            x=alt.X("gpu_hours:Q", title="GPU-hours"),
+            y=alt.Y("cost:N", title=None),
+            yOffset=alt.YOffset("run:N", sort=_runs(rs)),
+            color=_run_color(rs),
+            tooltip=[
+                "run:N",
+                "cost:N",
+                alt.Tooltip("gpu_hours:Q", title="GPU-hours", format=".1f"),
+            ],
+        )
+        .properties(width=(WIDTH - 160) // 2 - 60, height=24 * 2 * len(rs) + 20)
+        .properties(title="What the maintenance cost")
+    )
+    return alt.hconcat(spread, bars).properties(
+        title=alt.Title(
+            "Planned maintenance: how long until the nodes are free, and at what cost",
+            subtitle="Jobs still on a node at the deadline are evicted (or waited for, as planned).",
+        )
     )
 
 

@@ -257,3 +257,28 @@ def _metric_panel(
         )
     )
     return alt.LayerChart(layer=[bars])
+
+
+# ----- planned maintenance ------------------------------------------------------------------
+def maintenance_effect(planned: Any, baseline: Any) -> pd.DataFrame:
+    """Per run, what a maintenance plan cost, beside the same run without it (runs paired by
+    name): the longest and mean hours to free a node, jobs evicted, GPU-hours of work they lost
+    and GPU-hours the closed nodes stood idle, and how the p90 wait of all jobs and impact
+    moved (planned minus baseline)."""
+    before = {r.run: r.metrics() for r in as_results(baseline)}
+    rows = []
+    for r in as_results(planned):
+        m, b = r.metrics(), before[r.run]
+        rows.append(
+            {
+                "run": r.run,
+                "free_h_max": m["maintenance_free_h_max"],
+                "free_h_mean": m["maintenance_free_h_mean"],
+                "evicted": m["maintenance_evicted"],
+                "lost_gpu_hours": m["maintenance_lost_gpu_hours"],
+                "idle_gpu_hours": m["maintenance_idle_gpu_hours"],
+                "wait_p90_h_change": (m["wait_p90_s.all"] - b["wait_p90_s.all"]) / 3600.0,
+                "impact_change": m["impact"] - b["impact"],
+            }
+        )
+    return pd.DataFrame(rows)

@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..analysis.catalog import SWEEP_HEADLINE
+from ..analysis.catalog import MAINTENANCE, SWEEP_HEADLINE
 from ..analysis.results import SimResult
 from ..base.config import SimConfig
 from ..base.params import ParamError
@@ -184,8 +184,10 @@ def result_sections(results: list[SimResult]) -> list[str]:
     from . import charts
 
     metrics = pd.DataFrame({r.run: r.metrics() for r in results})
+    planned = any(not r.maintenance().empty for r in results)
+    rows = [*SWEEP_HEADLINE, *(MAINTENANCE if planned else ())]
     table = (
-        metrics.loc[[m for m in SWEEP_HEADLINE if m in metrics.index]]
+        metrics.loc[[m for m in rows if m in metrics.index]]
         .map(_number)
         .reset_index(names="metric")
     )
@@ -194,6 +196,8 @@ def result_sections(results: list[SimResult]) -> list[str]:
         _known_policy(r.config.policy) for r in results
     ):  # (the split reads each policy's contract)
         figures.append(charts.owed_split(results))
+    if planned:
+        figures.append(charts.maintenance(results))
     configs = "".join(
         f"<details><summary>{html.escape(r.run)}: config and provenance</summary><pre>"
         f"{html.escape(json.dumps({'config': r.config.to_dict(), 'provenance': r.provenance}, indent=2, default=str))}"

@@ -266,6 +266,11 @@ class Impactful(FairShare):
             return 0.0
         return min(job.min_runtime_s, self.cap_s(job))
 
+    def vacate_at(self, j: int, sched: Scheduler) -> float:
+        """Maintenance waits for the contract, not for the job: a job may be stopped for it
+        once its protection ends (at once if it has none)."""
+        return sched.protected_until[j] if sched.protected(j) else sched.now
+
     def protection_s(self, job: Job) -> float:
         """The contract of an attempt, asked as it starts, once placed: none for a borrower of
         the reserve, nor on nodes draining for a gang."""

@@ -49,6 +49,11 @@ class Legacy(BasePolicy):
         """Jobs that opted out of preemption are never preempted; the rest have no contract."""
         return 0.0 if job.preemptible else math.inf
 
+    def vacate_at(self, j: int, sched: Scheduler) -> float:
+        """Preemptible jobs may be stopped for maintenance at once; a job that opted out is
+        never stopped early (the on-call engineer waits for it, or stops it at the deadline)."""
+        return sched.now if self.ctx.jobs[j].preemptible else math.inf
+
     def explainer(self, nodes: int) -> Explainer:
         """Stories under legacy: it preempts for anyone, lower priorities only."""
         return LegacyExplainer(self, nodes)

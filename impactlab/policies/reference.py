@@ -72,12 +72,16 @@ def choose(
     approve: Callable[[list[int]], bool] | None = None,
     among: list[int] | None = None,
 ) -> list[int] | None:
-    """Victims whose preemption lets job ``j`` be placed (on the nodes ``among``, default all),
-    in candidate order; None if none do."""
+    """Victims whose preemption lets job ``j`` be placed (on the nodes ``among``, default all,
+    never on nodes cordoned for maintenance), in candidate order; None if none do."""
     per, gpus = sched.cluster.gpus_per_node, sched.jobs[j].gpus
     free = list(sched.cluster.free)
-    if among is not None:
-        free = [f if n in among else -per for n, f in enumerate(free)]  # room there never counts
+    closed = sched.cordoned
+    if among is not None or closed:  # room there never counts
+        free = [
+            f if (among is None or n in among) and n not in closed else -per
+            for n, f in enumerate(free)
+        ]
     single = gpus <= per
     k = 1 if single else -(-gpus // per)
     freed = [0] * len(free)
@@ -216,7 +220,7 @@ class PlainHold:
     release time; it holds while its holder waits."""
 
     def __init__(self) -> None:
-        self.key: tuple[int, int] | None = None
+        self.key: tuple[int, int, frozenset[int]] | None = None
         self.holder, self.start_s = -1, math.inf
         self.nodes: set[int] = set()
         self.release_at: dict[int, float] = {}  # running job -> its release time, set at start
@@ -232,17 +236,21 @@ class PlainHold:
             self.early += 1
 
     def plan(self, sched: Scheduler, holder: int, release: Callable[[int], float]) -> None:
-        """Plan for ``holder`` (-1: nobody) unless planned for it in this epoch already."""
-        if (holder, self.early) == self.key:
+        """Plan for ``holder`` (-1: nobody) unless planned for it in this epoch already (a
+        change of the nodes cordoned for maintenance starts a new one: what their jobs release
+        never counts)."""
+        closed = sched.cordoned
+        if (holder, self.early, closed) == self.key:
             return
-        self.key = (holder, self.early)
+        self.key = (holder, self.early, closed)
         self.holder, self.start_s, self.nodes = -1, math.inf, set()
         if holder < 0 or place(sched, holder) is not None:
             return
         free = list(sched.cluster.free)
         for v in sorted(sched.running, key=lambda v: (release(v), v)):
             for n in sched.nodes[v]:
-                free[n] += frees_per_node(sched, v)
+                if n not in closed:
+                    free[n] += frees_per_node(sched, v)
             nodes = best_fit_on(free, sched.jobs[holder].gpus, sched.cluster.gpus_per_node)
             if nodes is not None:
                 self.holder, self.start_s, self.nodes = holder, release(v), set(nodes)

@@ -37,7 +37,7 @@ class Hold:
         self.holder = -1  # -1: no reservation
         self.start_s = math.inf
         self.nodes: frozenset[int] = NOTHING
-        self._key: tuple[int, int] | None = None
+        self._key: tuple[int, int, frozenset[int]] | None = None
         self.early = 0  # running jobs stopped before their release time
         self.version = 0
 
@@ -56,7 +56,7 @@ class Hold:
     def plan(self, sched: Scheduler, holder: int) -> None:
         """Make the reservation of ``holder`` (-1: none) unless it is already made for this
         holder and no running job stopped early since."""
-        key = (holder, self.early)
+        key = (holder, self.early, sched.cordoned)  # (cordoned nodes free nothing for it)
         if key == self._key:
             return
         self._key = key
@@ -79,10 +79,13 @@ class Hold:
         room: dict[int, int] = {}
         whole = set(cluster.by_free[per])
         need = -(-gpus // per)
+        cordoned = sched.cordoned
         for release_s, v in self.by_release:
             share = jobs[v].per_node
             fits = []
             for n in nodes_of[v]:
+                if cordoned and n in cordoned:
+                    continue  # (what its jobs free goes to the maintenance)
                 left = room[n] = room.get(n, free[n]) + share
                 if gpus <= per and left >= gpus:
                     fits.append((left, n))

@@ -26,8 +26,11 @@ def choose_victims(
     can judge each candidate by the victims it has already handed out. A reverse pass then
     drops victims that turned out unneeded, and ``approve`` checks the set that remains (a
     rule judged on the walk could depend on victims since dropped). Room on the nodes in
-    ``avoid`` does not count: the job may not be placed there.
+    ``avoid`` does not count: the job may not be placed there, nor on nodes cordoned for
+    maintenance (``sched.cordoned``).
     """
+    if sched.cordoned:
+        avoid = avoid | sched.cordoned
     victims = _walk(sched, j, candidates, avoid)
     if victims is None or (approve is not None and not approve(victims)):
         return None
@@ -79,8 +82,11 @@ def walk_one(
 
     ``room`` (free GPUs per node once the accepted victims are gone, for the nodes they touch)
     and ``accepted`` (in walk order), if given, are the state of a walk that went before and
-    found room nowhere: this one goes on from there, and updates them."""
+    found room nowhere: this one goes on from there, and updates them. Nodes cordoned for
+    maintenance count as avoided."""
     jobs, nodes_of, free = sched.jobs, sched.nodes, sched.cluster.free
+    if sched.cordoned:
+        avoid = avoid | sched.cordoned
     room = {} if room is None else room
     accepted = [] if accepted is None else accepted
     for v in candidates:

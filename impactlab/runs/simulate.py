@@ -79,6 +79,17 @@ def simulate(
     if fresh:  # compare warns once for all its runs
         _check_load(config, inputs)
     unknown = check_projects(trace, tree, on_unknown_project or config.unknown_projects)
+    late = [
+        w.name or f"window {i}"
+        for i, w in enumerate(config.maintenance)
+        if w.announce_h * 3600.0 >= config.horizon_s
+    ]
+    if late:
+        log.warning(
+            "maintenance %s: announced after the run ends (%g h); it does nothing",
+            ", ".join(late),
+            config.horizon_s / 3600.0,
+        )
     jobs = jobs_from_trace(trace, tree, config.gpus_per_node)
     policy = policy or make_policy(config.policy, **config.policy_knobs)
     engine = Engine(
@@ -96,6 +107,7 @@ def simulate(
             config.session_resubmit_share,
             config.session_resubmit_delay_s,
         ),
+        maintenance=config.maintenance,
     )
     began = time.perf_counter()
     with _progress_of(progress, config, label or config.policy) as report:

@@ -13,6 +13,10 @@ class Cluster:
     Invariant: node ``n`` is in ``by_free[free[n]]`` for every node in service; a node taken out
     (in ``down``) has no free GPUs and is in no ``by_free`` set. A node is in ``unshielded``
     exactly when no protected GPU is on it (a node out of service counts as wholly protected).
+
+    A *cordoned* node (announced for maintenance) still runs its jobs but takes no new ones:
+    to every reader it has no free GPU and is wholly protected (no search can make room on
+    it), while ``cordoned[n]`` counts its GPUs really free, so that it is known when it is empty.
     """
 
     def __init__(self, nodes: int, gpus_per_node: int = 8):
@@ -34,6 +38,7 @@ class Cluster:
         self.by_shield = [nodes] + [0] * gpus_per_node
         self.unshielded: set[int] = set(range(nodes))  # nodes in service with no protected GPU
         self.down: set[int] = set()  # nodes taken out of service:, never placed on
+        self.cordoned: dict[int, int] = {}  # node -> GPUs really free on it (its jobs leaving)
 
     def largest_fit(self) -> int:
         """The largest gang that could be placed right now (0 if none); cached until a change."""
@@ -88,13 +93,16 @@ class Cluster:
     def give_back(self, nodes: tuple[int, ...], gpus: int) -> None:
         """Release a gang previously taken on ``nodes``; raises if they did not hold it."""
         per_node = gpus_on_each(gpus, self.gpus_per_node)
+        cordoned = self.cordoned
         for n in nodes:
-            if self.free[n] + per_node > self.gpus_per_node:
-                raise RuntimeError(
-                    f"node {n} has {self.free[n]} free GPUs, cannot give back {per_node}"
-                )
+            free = cordoned[n] if cordoned and n in cordoned else self.free[n]
+            if free + per_node > self.gpus_per_node:
+                raise RuntimeError(f"node {n} has {free} free GPUs, cannot give back {per_node}")
         for n in nodes:
-            self._set(n, self.free[n] + per_node)
+            if cordoned and n in cordoned:
+                cordoned[n] += per_node  # (it stays closed to new work)
+            else:
+                self._set(n, self.free[n] + per_node)
 
     def take_out(self, node: int) -> None:
         """Take an idle node out of service (a down node is never placed on)."""
@@ -105,6 +113,26 @@ class Cluster:
         self._set(node, 0)
         self.by_free[0].discard(node)
         self._reshield(node, self.gpus_per_node)  # nothing on it can be cleared for a gang
+        self.down.add(node)
+
+    def cordon(self, node: int) -> None:
+        """Close a node in service to new work (announced maintenance); its jobs run on."""
+        if node in self.down or node in self.cordoned:
+            raise RuntimeError(f"node {node} cannot be cordoned: it is down or cordoned already")
+        self.cordoned[node] = self.free[node]
+        self._set(node, 0)
+        self._reshield(node, self.gpus_per_node)  # nothing on it can be cleared for a gang
+
+    def idle(self, node: int) -> bool:
+        """Whether cordoned ``node`` holds no job any more."""
+        return self.cordoned[node] == self.gpus_per_node
+
+    def close(self, node: int) -> None:
+        """Take an empty cordoned node out of service (down for maintenance)."""
+        if not self.idle(node):
+            raise RuntimeError(f"node {node} cannot go down: jobs still hold GPUs on it")
+        del self.cordoned[node]
+        self.by_free[0].discard(node)
         self.down.add(node)
 
     def restore(self, node: int) -> None:
@@ -126,10 +154,13 @@ class Cluster:
             self.unshielded.add(node)
 
     def shield(self, nodes: tuple[int, ...], gpus: int, sign: int) -> None:
-        """Mark a gang's GPUs as protected from preemption (+1) or no longer (-1)."""
+        """Mark a gang's GPUs as protected from preemption (+1) or no longer (-1). A cordoned
+        node stays wholly protected (it comes back into service empty, with no shield)."""
         per_node = gpus_on_each(gpus, self.gpus_per_node)
+        cordoned = self.cordoned
         for n in nodes:
-            self._reshield(n, self.shielded[n] + sign * per_node)
+            if not (cordoned and n in cordoned):
+                self._reshield(n, self.shielded[n] + sign * per_node)
 
     def could_free(self, gpus: int) -> bool:
         """False when no choice of unprotected victims can make room for a gang of ``gpus``."""

@@ -17,8 +17,9 @@ import heapq
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
-from ..base.config import HealthConfig
+from ..base.config import HealthConfig, Maintenance
 from ..base.rng import stream
 from ..inputs.budgets import BudgetTree
 from .clock import Call, Clock
@@ -26,6 +27,7 @@ from .cluster import Cluster
 from .events import Ev, EventLog, Job
 from .grace import GraceBook
 from .health import NodeHealth, repair_mode
+from .maintenance import MaintenancePlan
 from .policy import Context, Policy, PolicyError
 
 # QUEUED = not yet submitted; LEAVING = preempted, holding its GPUs for the grace period
@@ -43,6 +45,13 @@ SUBMIT, START, PREEMPT, REQUEUE, FINISH, FAIL, WITHDRAW, NODE_DOWN, NODE_UP, KIL
     Ev.NODE_UP.value,
     Ev.KILL.value,
     Ev.RESUBMIT.value,
+)
+CORDON, EVICT, VACATED, MAINT_DOWN, MAINT_UP = (
+    Ev.CORDON.value,
+    Ev.EVICT.value,
+    Ev.VACATED.value,
+    Ev.MAINT_DOWN.value,
+    Ev.MAINT_UP.value,
 )
 NO_FAILURES = HealthConfig()  # the do-nothing health model
 SESSION = "interactive"  # the kind of job that is a session: preempting it ends it
@@ -104,6 +113,7 @@ class Engine:
         seed: int = 0,
         timing: Timing = NO_LATENCY,
         sessions: Sessions = AS_JOBS,
+        maintenance: tuple[Maintenance, ...] = (),
     ):
         self.clock = Clock(self._fire)
         self.now = 0.0  # simulated seconds; set from the clock as each event fires
@@ -148,6 +158,11 @@ class Engine:
         self.broken: set[int] = set()  # failed nodes still in service (manual repair)
         self.doomed = [False] * n  # the current attempt runs on a failed node
         self.health = NodeHealth(self, health, health.repair or repair_mode(policy.repair), seed)
+        # Planned maintenance: nodes closed to new work (policies' searches leave them alone)
+        # and the end of each running attempt's protection (when the policy may let it go).
+        self.cordoned: frozenset[int] = frozenset()
+        self.protected_until = [0.0] * n
+        self.maintenance = MaintenancePlan(self, maintenance, cluster.nodes)
         policy.setup(Context(jobs, tree, cluster.capacity, cluster.gpus_per_node, self))
 
     def run(self, progress: Callable[[float], None] | None = None, reports: int = 200) -> EventLog:
@@ -161,6 +176,7 @@ class Engine:
         if first is not None:
             self.at(self.jobs[first].submit_s, self._arrive, first)
         self.health.start()
+        self.maintenance.start()
         self.clock.run(until=self.horizon_s)
         if progress is not None:
             progress(self.horizon_s)
@@ -328,6 +344,7 @@ class Engine:
         if self.doomed[j]:  # landed on a failed node nobody has noticed: it fails, never finishes
             self._job_timer(min(begin + self.crash_s, end), self._crash, j)
         self._job_timer(end, self._finish, j)
+        self.protected_until[j] = protected_until
         if now < protected_until:
             self._shield(j, +1)
             if protected_until < end:
@@ -385,9 +402,82 @@ class Engine:
         self._enqueue(j)
 
     def node_repaired(self, node: int, detail: str) -> None:
-        """A repaired node is back in service."""
+        """A repaired node is back in service (closed to new work at once if maintenance was
+        announced for it meanwhile)."""
         self.cluster.restore(node)
         self._log_node(NODE_UP, node, detail)
+        self.maintenance.repaired(node)
+        self.epoch += 1
+        self._touch()
+
+    def in_maintenance(self, node: int) -> bool:
+        """Whether ``node`` is announced, draining or down for planned maintenance."""
+        return self.maintenance.in_window(node)
+
+    # ----- planned maintenance (``MaintenanceOps``) ------------------------------------------
+    def announce(self, node: int, detail: str) -> None:
+        """Log that ``node`` is announced for maintenance."""
+        self._log_node(CORDON, node, detail)
+
+    def can_close(self, node: int) -> bool:
+        """Whether ``node`` is in service and healthy: a failure runs its course first."""
+        return node not in self.cluster.down and node not in self.broken
+
+    def close(self, node: int) -> None:
+        """Close announced ``node`` to new work (at its announcement, once repaired, or once
+        an earlier window is over)."""
+        self.cluster.cordon(node)
+        self.cordoned = frozenset(self.cluster.cordoned)
+        self.epoch += 1  # (reservations and searches see less room)
+        self._touch()
+
+    def jobs_on(self, node: int) -> list[int]:
+        """The jobs running (or waiting to begin) on ``node``, in index order."""
+        return sorted(self.on_node[node])
+
+    def vacate_at(self, j: int) -> float:
+        """When the policy lets running job ``j`` go for maintenance (``Policy.vacate_at``; a
+        policy without the hook never does)."""
+        ask = getattr(self.policy, "vacate_at", None)
+        return math.inf if ask is None else ask(j, self)
+
+    def evict_at(self, t: float, j: int, detail: str) -> None:
+        """Evict job ``j`` at ``t`` (with a cycle, at the boundary at or after it) unless its
+        attempt ends first."""
+        t = max(t, self.now)
+        if self._cycle_s:
+            t = self._boundary(t)
+        if t <= self.now:
+            self._evict(j, detail)
+        else:
+            self._job_timer(t, partial(self._evict, detail=detail), j)
+
+    def _evict(self, j: int, detail: str) -> None:
+        """Stop job ``j`` so that its node can go down: requeued from its last checkpoint (one
+        still waiting to begin goes back to the queue with nothing logged)."""
+        if self.waiting_to_begin(j):
+            self._unclaim(j)
+        else:
+            self.interrupt(j, EVICT, detail)  # (``_stop`` tells the plan the node may be empty)
+
+    def is_empty(self, node: int) -> bool:
+        """Whether cordoned ``node`` holds no job (nor a victim still in its grace period)."""
+        return self.cluster.idle(node) and not any(node in self.nodes[v] for v in self.leaving)
+
+    def vacated(self, node: int, detail: str) -> None:
+        """Log that cordoned ``node`` is empty."""
+        self._log_node(VACATED, node, detail)
+
+    def take_down(self, node: int, detail: str) -> None:
+        """Take empty cordoned ``node`` out of service for its maintenance."""
+        self.cluster.close(node)
+        self.cordoned = frozenset(self.cluster.cordoned)
+        self._log_node(MAINT_DOWN, node, detail)
+
+    def bring_up(self, node: int, detail: str) -> None:
+        """Put ``node`` back into service after its maintenance (room may appear)."""
+        self.cluster.restore(node)
+        self._log_node(MAINT_UP, node, detail)
         self.epoch += 1
         self._touch()
 
@@ -470,6 +560,10 @@ class Engine:
         self._token[j] += 1  # (its release timer is stale if cut short)
         self.grace.release(j, self.nodes[j])
         self._settle(j, self.leaving.pop(j))
+        if self.cordoned:
+            for n in self.nodes[j]:
+                if n in self.cordoned:
+                    self.maintenance.node_freed(n)
 
     def _settle(self, j: int, killed: bool) -> None:
         """After an interruption has released the GPUs: requeue the job, or end the session."""
@@ -507,6 +601,10 @@ class Engine:
         self.epoch += 1
         self.policy.on_stop(j, self.now)
         self._touch()
+        if self.cordoned and state != LEAVING:
+            for n in self.nodes[j]:
+                if n in self.cordoned:
+                    self.maintenance.node_freed(n)
 
     def _log(
         self,

@@ -34,6 +34,11 @@ class Ev(StrEnum):
     NODE_UP = "node_up"
     KILL = "kill"  # a preempted interactive session ends (no requeue)
     RESUBMIT = "resubmit"  # the user submits a killed session again
+    CORDON = "cordon"  # a node announced for maintenance takes no new work
+    EVICT = "evict"  # a job stopped so that its node can go down for maintenance (requeued)
+    VACATED = "vacated"  # a cordoned node holds no job any more
+    MAINT_DOWN = "maintenance_down"  # a node goes down for planned maintenance
+    MAINT_UP = "maintenance_up"  # it is back in service
 
 
 class Event(NamedTuple):
@@ -42,7 +47,7 @@ class Event(NamedTuple):
         ``gpus`` are the GPUs the job holds when running (whole nodes for multi-node gangs);
         ``nodes`` is a comma-separated list; ``overhead_s`` is the restart overhead an attempt
         pays (on ``start``: start-up plus any restart overhead); ``lost_s`` is the progress an attempt
-    loses (on ``preempt``/``fail``), or on ``kill`` the session time the user did not get.
+    loses (on ``preempt``/``fail``/``evict``), or on ``kill`` the session time the user did not get.
     """
 
     t_s: float

@@ -12,7 +12,8 @@ in service. What happens next depends on the repair mode:
   takes it out and repairs it in ``human_repair_hours``. Every repair is a human repair.
 
 In both modes the node is unhealthy from the failure to the repair (``node_down`` and
-``node_up`` in the event log), which is what availability measures.
+``node_up`` in the event log), which is what availability measures. A node in a planned
+maintenance window does not fail: a failure drawn for it then is skipped, and the next drawn.
 
 The model acts on the nodes only through ``NodeOps`` (the engine implements it), so this module
 depends on nothing that runs a simulation.
@@ -66,6 +67,10 @@ class NodeOps(Protocol):
         """``node`` is repaired and back in service."""
         ...
 
+    def in_maintenance(self, node: int) -> bool:
+        """Whether ``node`` is in a planned maintenance window (it does not fail meanwhile)."""
+        ...
+
 
 class NodeHealth:
     """Drives failures and repairs of every node through its ``NodeOps``."""
@@ -91,6 +96,9 @@ class NodeHealth:
 
     def _fail(self, node: int) -> None:
         ops, config = self.ops, self.config
+        if ops.in_maintenance(node):  # looked after already: its next failure comes later
+            self._next_failure(node)
+            return
         ops.node_failed(node, detail=f"failure; repair={self.mode}")
         if self.mode == "automatic":
             ops.take_out(node)

@@ -18,6 +18,11 @@ A policy is a small dataclass whose fields are its knobs. The engine calls it:
   be preempted. The engine enforces it. ``start_note(j)``, asked right after it, is logged in
   the start row's detail column (``impactful``: why an attempt that would be protected is not).
 
+* ``vacate_at(j, sched)``: when nodes are announced for maintenance, from when a job running
+  there may be stopped (requeued) to free them; by default never (it runs until it ends or
+  the deadline). ``impactful`` answers the end of its contract, ``legacy`` now for preemptible
+  jobs and never for those that opted out.
+
 * ``explainer(nodes)`` answers the questions a job's story asks after the run
   (``impactlab.analysis.explain``), from the event log's facts alone: how long an attempt was
   protected, whether the policy preempts for a job, and why it spared the unprotected running
@@ -33,6 +38,7 @@ invariant tests cover every registered policy.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
@@ -70,6 +76,10 @@ class Scheduler(Protocol):
     # The latest start (ahead of now for a start waiting for GPUs in a grace period): jobs
     # starting at or after ``now`` are not yet victims.
     last_start_s: float
+    # Nodes announced for maintenance: they take no new work, and room made on them is no room
+    # (``victims.choose_victims`` leaves them out); their jobs leave when ``vacate_at`` says.
+    cordoned: frozenset[int]
+    protected_until: list[float]  # when each running attempt's protection ends (or ended)
 
     def protected(self, j: int) -> bool:
         """True while job ``j``'s current attempt is protected from preemption (``shielded[j]``)."""
@@ -117,6 +127,7 @@ class Policy(Protocol):
     def on_stop(self, j: int, now: float) -> None: ...
     def schedule(self, now: float, sched: Scheduler) -> None: ...
     def explainer(self, nodes: int) -> Explainer: ...
+    def vacate_at(self, j: int, sched: Scheduler) -> float: ...
 
 
 #: A running attempt as a story sees it: the job and the nodes it runs on.
@@ -193,3 +204,10 @@ class BasePolicy:
     def explainer(self, nodes: int) -> Explainer:
         """The default answers to a story's questions (``Explainer``)."""
         return Explainer(self, nodes)
+
+    def vacate_at(self, j: int, sched: Scheduler) -> float:
+        """When running job ``j``, on a node announced for maintenance, may be stopped to free
+        it (requeued from its last checkpoint): a time, now or later, or ``math.inf`` to let it
+        run until it ends or the maintenance's deadline. By default never: a policy that does
+        not preempt gives nobody the right to stop a job early."""
+        return math.inf
