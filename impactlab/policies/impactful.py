@@ -33,6 +33,8 @@ from .queues import NO_LIMIT, Place, Room, Searches
 from .reservation import Hold
 from .victims import Approve, choose_victims, walk_one
 
+_UNTIL_REFRESH = Room.NONE_UNTIL_REFRESH  # (a module global: see ``queues._MADE``)
+
 
 class Verdicts:
     """What one victim search (one ``make_room`` call) records besides its victims: ``judged``
@@ -40,7 +42,10 @@ class Verdicts:
     search may end differently). ``make_room`` makes one per search and hands it to each step
     of that search; nothing else shares it."""
 
-    judged = False  # (a class default: a search sets its own; most never do)
+    __slots__ = ("judged",)
+
+    def __init__(self) -> None:
+        self.judged = False
 
 
 @dataclass
@@ -433,7 +438,7 @@ class Impactful(FairShare):
         refresh) is ``Room.NONE_UNTIL_REFRESH``, since a ranking refresh may change it."""
         job = sched.jobs[j]
         if job.n_nodes > 1 and not (self._refresh_pass or self.gangs_preempt_every_pass):
-            return Room.NONE_UNTIL_REFRESH  # it searches at the next refresh
+            return _UNTIL_REFRESH  # it searches at the next refresh
         boosted = self.boosts(job)
         verdicts = Verdicts()
         victims = None

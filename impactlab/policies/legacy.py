@@ -19,6 +19,8 @@ from ..sim.policy import Attempt, BasePolicy, Context, Explainer, Scheduler
 from .queues import PassGate, Room, Searches, SizeQueues, start_in_order
 from .victims import choose_victims, could_fit, room_profile
 
+_NONE = Room.NONE  # (a module global, read at every search: see ``queues._MADE``)
+
 
 @dataclass
 class Legacy(BasePolicy):
@@ -124,7 +126,7 @@ class Legacy(BasePolicy):
         (Priorities do not move, so a failed search never waits for anything but room.)"""
         job, level = sched.jobs[j], sched.jobs[j].priority - self.low
         if not could_fit(self._profile(sched, level), job.gpus, sched.cluster.gpus_per_node):
-            return Room.NONE
+            return _NONE
         now, started = sched.now, sched.started_at
         ranked = (
             v for lower in self.victims_at[:level] for v in reversed(lower) if started[v] < now
