@@ -7,12 +7,12 @@
 Issue 14 asks impactful to run within 3x fifo's time on the same trace, with every event log
 unchanged. This measures how close any exact speed-up could come. One run of impactful
 records what each pass did (its starts, preemptions and wake-up calls) and what each victim
-search returned (success or failure, and what a failure told the pass through ``Searches``).
+search returned (its ``Room``, and what a failure told the pass through ``Searches``).
 Two replays then produce the same event log (checked by digest) for less work:
 
-* **free failed searches**: a search recorded as failed returns at once, leaving the flags it
-  left; the successful ones run. What is left is the pass without any search that finds
-  nothing: the bound of every exact pruning of searches.
+* **free failed searches**: a search recorded as failed returns its recorded result at once,
+  leaving the flag it left; the successful ones run. What is left is the pass without any
+  search that finds nothing: the bound of every exact pruning of searches.
 * **free pass**: a pass that ran does only the two things the engine's hooks read later (the
   fair-share refresh and the drain's plan) and then applies the recorded actions; no lane,
   queue or search is visited. What is left is the engine and impactful's bookkeeping of each
@@ -39,18 +39,19 @@ from realtrace import public_shape
 import impactlab as il
 from impactlab.inputs.workload import trace_span_days
 from impactlab.policies.impactful import Impactful
+from impactlab.policies.queues import Room
 from impactlab.sim.engine import Engine
 
 
 @dataclass
 class Recording:
     """What one run of impactful did: per pass, whether it ran and its actions; per search,
-    (succeeded, ``judged`` after it, ``missed_fresh`` after it)."""
+    (what it returned, ``missed_fresh`` after it)."""
 
     passes: list[tuple[bool, list[tuple[Callable[..., Any], tuple[Any, ...]]]]] = field(
         default_factory=list
     )
-    searches: list[tuple[bool, bool, bool]] = field(default_factory=list)
+    searches: list[tuple[Room, bool]] = field(default_factory=list)
 
 
 @contextlib.contextmanager
@@ -76,10 +77,10 @@ def record(run: Callable[[], il.SimResult]) -> tuple[il.SimResult, Recording]:
     """Run impactful once, recording its passes and searches."""
     rec = Recording()
 
-    def make_room(self: Impactful, sched: Any, j: int) -> bool:
-        ok = MAKE_ROOM(self, sched, j)
-        rec.searches.append((ok, self.searches.judged, self.searches.missed_fresh))
-        return ok
+    def make_room(self: Impactful, sched: Any, j: int) -> Room:
+        room = MAKE_ROOM(self, sched, j)
+        rec.searches.append((room, self.searches.missed_fresh))
+        return room
 
     def plan(self: Impactful, sched: Any) -> None:  # called only by a pass the gate lets run
         rec.passes[-1] = (True, rec.passes[-1][1])
@@ -108,15 +109,15 @@ def record(run: Callable[[], il.SimResult]) -> tuple[il.SimResult, Recording]:
 
 
 def free_failed_searches(rec: Recording) -> contextlib.AbstractContextManager[None]:
-    """Failed searches return at once, with the flags they left."""
+    """Failed searches return their result at once, with the flag they left."""
     outcomes = iter(rec.searches)
 
-    def make_room(self: Impactful, sched: Any, j: int) -> bool:
-        ok, judged, missed_fresh = next(outcomes)
-        if ok:
+    def make_room(self: Impactful, sched: Any, j: int) -> Room:
+        room, missed_fresh = next(outcomes)
+        if room is Room.MADE:
             return MAKE_ROOM(self, sched, j)
-        self.searches.judged, self.searches.missed_fresh = judged, missed_fresh
-        return False
+        self.searches.missed_fresh = missed_fresh
+        return room
 
     return patched(Impactful, "make_room", make_room)
 
@@ -183,7 +184,7 @@ def bench(
 
     result, rec = record(run)
     expected = digest(result.events)
-    failed = sum(not ok for ok, _, _ in rec.searches)
+    failed = sum(room is not Room.MADE for room, _ in rec.searches)
     runs: list[tuple[str, Callable[[], contextlib.AbstractContextManager[None]], str]] = [
         ("impactful", contextlib.nullcontext, "impactful"),
         ("impactful, failed searches free", lambda: free_failed_searches(rec), "impactful"),
