@@ -119,3 +119,18 @@ def traces(draw, capacity: int, per: int, horizon_s: float, max_jobs: int = 20) 
         for i in range(n)
     ]
     return pd.DataFrame(rows)
+
+
+#: One letter per job event, to match a job's events against a lifecycle regex.
+CODES = {
+    "submit": "S",
+    "start": "R",
+    "preempt": "P",
+    "fail": "F",
+    "requeue": "Q",
+    "finish": "D",
+    "withdraw": "W",
+    "kill": "K",
+    "resubmit": "B",
+    "evict": "E",
+}

@@ -20,7 +20,7 @@ from itertools import pairwise
 import helpers
 import pandas as pd
 import pytest
-from helpers import DAY_S, examples, small_tree, traces
+from helpers import CODES, DAY_S, examples, small_tree, traces
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -82,17 +82,6 @@ GENERATED = [
     (16, 4, 3.0, 1.5, 8),
 ]
 
-CODES = {
-    "submit": "S",
-    "start": "R",
-    "preempt": "P",
-    "fail": "F",
-    "requeue": "Q",
-    "finish": "D",
-    "withdraw": "W",
-    "kill": "K",
-    "resubmit": "B",
-}
 # submit, then attempts interrupted by a preemption or failure (each followed at once by a
 # requeue), or by a preemption that ends a session (a kill) which its user submits again, then
 # optionally a last attempt (still running, finished, a killed session, or preempted and still

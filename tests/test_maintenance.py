@@ -22,7 +22,7 @@ from itertools import pairwise
 import pandas as pd
 import pytest
 import yaml
-from helpers import DAY_S, examples, run_tiny, small_tree, traces
+from helpers import CODES, DAY_S, examples, run_tiny, small_tree, traces
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -456,18 +456,6 @@ def test_the_plan_needs_only_maintenance_ops_not_an_engine():
 
 
 # ----- the log under a plan, replayed ----------------------------------------------------------
-CODES = {
-    "submit": "S",
-    "start": "R",
-    "preempt": "P",
-    "fail": "F",
-    "requeue": "Q",
-    "finish": "D",
-    "withdraw": "W",
-    "kill": "K",
-    "resubmit": "B",
-    "evict": "E",
-}
 # test_invariants.LIFECYCLE with evictions: an eviction is followed at once by a requeue.
 LIFECYCLE = re.compile(r"S(R[PF]Q|RPKB|REQ)*(RD?|W|RPK?)?")
 NODE_EVENTS = ("cordon", "vacated", "maintenance_down", "maintenance_up")

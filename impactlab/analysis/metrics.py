@@ -657,7 +657,7 @@ def summarise(
         **backlog(events, window, len(table)),
         **session_summary(events, keys, att, resubmitted, window),
         **health_summary(events, att, window, horizon_s, down),
-        **maintenance_summary(events, att, gpus_per_node, horizon_s),
+        **maintenance_summary(events, gpus_per_node, horizon_s),
         "preemptions_by_kind": {
             str(k): int(n)
             for k, n in pd.Series(keys.kind[job[preempts]]).value_counts().sort_index().items()
@@ -999,9 +999,7 @@ def window_name(detail: str) -> str:
     return detail.removeprefix("maintenance=").partition(";")[0]
 
 
-def maintenance_table(
-    events: pd.DataFrame, att: pd.DataFrame, gpus_per_node: int, horizon_s: float
-) -> pd.DataFrame:
+def maintenance_table(events: pd.DataFrame, gpus_per_node: int, horizon_s: float) -> pd.DataFrame:
     """One row per node and maintenance window: when it was announced (``cordon``), when its
     last job left (``vacated``), when it went down and came back (NaN if not by the horizon),
     hours from announcement to free (``free_h``; NaN while not free), the jobs evicted from it
@@ -1055,13 +1053,13 @@ def maintenance_table(
 
 
 def maintenance_summary(
-    events: pd.DataFrame, att: pd.DataFrame, gpus_per_node: int, horizon_s: float
+    events: pd.DataFrame, gpus_per_node: int, horizon_s: float
 ) -> dict[str, object]:
     """What planned maintenance cost (``maintenance_table`` summed): nodes taken, the longest
     and mean hours from announcement to a free node (a node still not free at the horizon counts
     until the horizon, and ``maintenance_unfreed`` says how many), jobs evicted and the work
     they lost, GPU-hours idle on closed nodes. Zero and NaN without a plan."""
-    table = maintenance_table(events, att, gpus_per_node, horizon_s)
+    table = maintenance_table(events, gpus_per_node, horizon_s)
     free_h = table["free_h"].fillna((horizon_s - table["announced_s"]) / 3600.0)
     evicts = events[events["event"] == Ev.EVICT]
     return {

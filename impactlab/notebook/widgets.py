@@ -227,6 +227,14 @@ class Explorer(w.VBox):
         elif self._note:
             self._show_message(self._note)
 
+    def __repr__(self) -> str:
+        """What a page that shows no widgets (a stored notebook not yet run, a notebook
+        viewer) prints in the app's place: one line saying how to get it."""
+        return (
+            "impactlab Explorer: run this notebook (or `impactlab app`) to use its controls "
+            "and charts"
+        )
+
     @classmethod
     def from_query(cls, query: str | None, **kwargs: Any) -> Explorer:
         """An Explorer preset by a URL query string (Voila passes it as QUERY_STRING)."""
