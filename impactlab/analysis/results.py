@@ -23,11 +23,13 @@ from ..base.files import check_output_dir
 from ..base.registry import policy_class, policy_params
 from ..base.units import DAY_S, HOUR_S
 from ..inputs.budgets import BudgetTree
+from ..inputs.fleet import CLUSTER
 from ..sim.events import EVENT_DTYPES, Job, jobs_from_trace
 from . import tables
 from .catalog import SCALAR
 from .explain import Story, explain, protection_ends
 from .findings import findings
+from .fleet import ORGANISATION, cluster_events
 from .metrics import (
     SIZE_BUCKETS,
     Window,
@@ -93,10 +95,44 @@ class SimResult:
         head = derived[0]
         knobs = frozenset(p.name for p in policy_params(self.config.policy))
         warnings = [f.message for f in findings(head, self.run, knobs)]
+        # A fleet's totals can hide one cluster's backlog or thrashing: each cluster's say too.
+        for name, part in self.per_cluster.items():
+            warnings += [f"cluster {name}: {message}" for message in part.warnings]
         head["warnings"] = warnings
         for message in warnings if self.log_warnings else ():
             log.warning("%s", message)
         return derived
+
+    @cached_property
+    def per_cluster(self) -> dict[str, SimResult]:
+        """A fleet's clusters, each as a run of its own (its jobs, its log, its GPUs), by name;
+        empty for a one-cluster run. The organisation's numbers are this result's own."""
+        return {
+            spec.name: SimResult(
+                self.config.cluster_config(k),
+                self.trace[self.trace[CLUSTER] == spec.name].reset_index(drop=True),
+                self.tree,
+                cluster_events(self.events, self.config, k),
+                self.sim_wall_s,
+                provenance=self.provenance,
+                label=f"{self.run} / {spec.name}",
+                log_warnings=False,
+            )
+            for k, spec in enumerate(self.config.clusters)
+        }
+
+    def by_cluster(self) -> pd.DataFrame:
+        """A fleet's headline metrics per cluster and for the organisation (last row), one row
+        each: ``cluster``, ``gpus`` and every scalar metric of the catalog (``metrics()``).
+        The organisation's are ratios of sums over the fleet, not means of the rows above."""
+        if not self.config.clusters:
+            raise ValueError("by_cluster: this run has one cluster (config.clusters is empty)")
+        rows = [
+            {"cluster": name, "gpus": part.config.gpus, **part.metrics()}
+            for name, part in self.per_cluster.items()
+        ]
+        rows.append({"cluster": ORGANISATION, "gpus": self.config.gpus, **self.metrics()})
+        return self._tagged(pd.DataFrame(rows))
 
     @cached_property
     def _attempts(self) -> pd.DataFrame:
@@ -324,6 +360,9 @@ class SimResult:
     def explain(self, job_id: str) -> Story:
         """The story of one job in words, from the event log: waits and why, starts, preemptions
         (by whom and why), requeues, the end (``impactlab.analysis.explain``); ``.text()`` renders it."""
+        for part in self.per_cluster.values():  # a fleet's job is told on its own cluster
+            if (part.trace["job_id"] == job_id).any():
+                return part.explain(job_id)
         return explain(self, job_id, self._records)
 
     @cached_property

@@ -281,7 +281,8 @@ class Maintenance:
     checkpoint (``at_deadline="stop"``), or the node waits for them (``"wait"``). A node goes
     down as soon as it is empty (``early=True``: drained, then maintained) or not before
     ``down_h`` (``early=False``: it stands idle, closed, until then); its time to free counts from
-    the announcement.
+    the announcement. In a fleet, ``cluster`` names the cluster whose nodes it takes; a window
+    that names none takes its share of every cluster.
     """
 
     announce_h: float
@@ -292,6 +293,7 @@ class Maintenance:
     at_deadline: AtDeadline = "stop"
     early: bool = True
     name: str = ""
+    cluster: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(int(n) for n in self.nodes))
@@ -373,6 +375,106 @@ def maintenance_plan(value: Any) -> tuple[Maintenance, ...]:
         else:
             raise ParamError(f"maintenance window {i}: expected a mapping, got {w!r}")
     return tuple(out)
+
+
+#: How a fleet charges fair-share usage: one meter for the organisation, or one per cluster.
+FAIR_SHARE_SCOPES = ("organisation", "cluster")
+_NAME_BREAKS = frozenset(",:+= ")  # characters a cluster's name cannot hold (its text form)
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """One cluster of a fleet: its ``name`` and ``gpus`` (whole nodes of the fleet's
+    ``gpus_per_node``), and ``takes``, other cluster names of trace rows it runs besides its
+    own (a cluster made by merging takes the names of those it replaced, and the clusters
+    split from one all take its name)."""
+
+    name: str
+    gpus: int
+    takes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name or _NAME_BREAKS & set(self.name):
+            raise ParamError(
+                "a cluster's name is a word without spaces, ',', ':', '+' or '=', "
+                f"got {self.name!r}"
+            )
+        if isinstance(self.gpus, bool) or not isinstance(self.gpus, int) or self.gpus < 1:
+            raise ParamError(
+                f"cluster {self.name}: gpus must be a whole number >= 1, got {self.gpus!r}"
+            )
+        takes = (self.takes,) if isinstance(self.takes, str) else tuple(self.takes)
+        if any(not isinstance(t, str) or not t or _NAME_BREAKS & set(t) for t in takes):
+            raise ParamError(
+                f"cluster {self.name}: takes names clusters (words), got {self.takes!r}"
+            )
+        object.__setattr__(self, "takes", takes)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The cluster names of the trace rows it may run: its own and those it takes."""
+        return (self.name, *(t for t in self.takes if t != self.name))
+
+    def text(self) -> str:
+        """``name:gpus``, with ``:a+b`` when it takes other names (``fleet_text``)."""
+        own = f"{self.name}:{self.gpus}"
+        return own if not self.takes else f"{own}:{'+'.join(self.takes)}"
+
+
+def fleet_from(value: Any) -> tuple[ClusterSpec, ...]:
+    """A fleet from what a caller gave: ``ClusterSpec``s, mappings of their fields, or text
+    ``"a:88,b:256"`` (``name:gpus[:takes+takes]``, comma-separated); empty for none."""
+    if value is None or value == "" or value == ():
+        return ()
+    if isinstance(value, str):
+        specs = []
+        for part in value.split(","):
+            bits = part.strip().split(":")
+            if len(bits) not in (2, 3) or not bits[1].strip().isdigit():
+                raise ParamError(
+                    f"clusters: {part.strip()!r} is not name:gpus or name:gpus:a+b "
+                    "(for example 'a:88,b:256')"
+                )
+            takes = tuple(bits[2].split("+")) if len(bits) == 3 else ()
+            specs.append(ClusterSpec(bits[0].strip(), int(bits[1]), takes))
+        return tuple(specs)
+    if isinstance(value, (ClusterSpec, Mapping)):
+        value = [value]
+    out = []
+    for i, c in enumerate(value):
+        if isinstance(c, ClusterSpec):
+            out.append(c)
+        elif isinstance(c, Mapping):
+            known = {f.name for f in fields(ClusterSpec)}
+            unknown = sorted(set(c) - known)
+            if unknown:
+                raise ParamError(
+                    f"cluster {i + 1}: unknown key(s) {unknown}; known: {sorted(known)}"
+                )
+            if "name" not in c or "gpus" not in c:
+                raise ParamError(f"cluster {i + 1}: give its name and gpus")
+            out.append(ClusterSpec(**c))
+        else:
+            raise ParamError(f"cluster {i + 1}: expected a mapping, got {c!r}")
+    return tuple(out)
+
+
+def fleet_text(clusters: tuple[ClusterSpec, ...]) -> str:
+    """The text form of a fleet (``fleet_from`` reads it back)."""
+    return ",".join(c.text() for c in clusters)
+
+
+def _check_fleet(clusters: tuple[ClusterSpec, ...], per_node: int) -> None:
+    names = [c.name for c in clusters]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ParamError(f"clusters: the name {twice[0]!r} is used twice")
+    for c in clusters:
+        if c.gpus < per_node or c.gpus % per_node:
+            raise ParamError(
+                f"cluster {c.name}: gpus must be a positive multiple of gpus_per_node "
+                f"({per_node}), got {c.gpus}"
+            )
 
 
 @dataclass(frozen=True)
@@ -595,14 +697,28 @@ class SimConfig:
     ).field()
     policy_knobs: Mapping[str, Any] = field(default_factory=FrozenMap)
     budget_shares: Mapping[str, float] = field(default_factory=FrozenMap)
+    fair_share: str = Param(
+        "fair_share",
+        "organisation",
+        str,
+        "fleet",
+        "in a fleet of clusters, fair-share usage counts against one budget wherever it runs "
+        "(organisation), or each cluster keeps its own (cluster)",
+        choices=FAIR_SHARE_SCOPES,
+    ).field()
     health: HealthConfig = field(default_factory=HealthConfig)
     maintenance: tuple[Maintenance, ...] = ()
+    clusters: tuple[ClusterSpec, ...] = ()
 
     def __post_init__(self) -> None:
         check_fields(self)
+        object.__setattr__(self, "clusters", fleet_from(self.clusters))
+        if self.clusters:  # a fleet's size is the sum of its clusters'
+            _check_fleet(self.clusters, self.gpus_per_node)
+            object.__setattr__(self, "gpus", sum(c.gpus for c in self.clusters))
         _check_cluster(self.gpus, self.gpus_per_node)
         object.__setattr__(self, "maintenance", maintenance_plan(self.maintenance))
-        check_maintenance(self.maintenance, self.nodes)
+        self._check_maintenance()
         if not self.funded_load <= self.demand:
             raise ParamError(
                 f"funded_load must be <= demand, got {self.funded_load} > {self.demand}"
@@ -618,10 +734,49 @@ class SimConfig:
         if isinstance(self.health, Mapping):
             object.__setattr__(self, "health", HealthConfig(**self.health))
 
+    def _check_maintenance(self) -> None:
+        if not self.clusters:
+            named = sorted({w.cluster for w in self.maintenance if w.cluster})
+            if named:
+                raise ParamError(
+                    f"maintenance names cluster {named[0]!r}, but the run has one cluster"
+                )
+            check_maintenance(self.maintenance, self.nodes)
+            return
+        names = [c.name for c in self.clusters]
+        for w in self.maintenance:
+            if w.cluster and w.cluster not in names:
+                raise ParamError(
+                    f"maintenance {w.name or '(unnamed)'}: no cluster {w.cluster!r}; "
+                    f"the fleet's: {', '.join(names)}"
+                )
+            if w.nodes and not w.cluster:
+                raise ParamError(
+                    f"maintenance {w.name or '(unnamed)'}: lists nodes; name their cluster "
+                    "(cluster: ...)"
+                )
+        for k, c in enumerate(self.clusters):
+            check_maintenance(self.cluster_maintenance(k), c.gpus // self.gpus_per_node)
+
     @property
     def nodes(self) -> int:
-        """Nodes in the cluster."""
+        """Nodes in the cluster (in a fleet, in all its clusters)."""
         return self.gpus // self.gpus_per_node
+
+    def cluster_maintenance(self, k: int) -> tuple[Maintenance, ...]:
+        """The windows of the fleet's ``k``-th cluster (those naming it or none)."""
+        name = self.clusters[k].name
+        return tuple(w for w in self.maintenance if w.cluster in ("", name))
+
+    def cluster_config(self, k: int) -> SimConfig:
+        """The config of the fleet's ``k``-th cluster on its own: its GPUs and its maintenance
+        windows (per-cluster results are measured with it)."""
+        return replace(
+            self,
+            clusters=(),
+            gpus=self.clusters[k].gpus,
+            maintenance=tuple(replace(w, cluster="") for w in self.cluster_maintenance(k)),
+        )
 
     @property
     def horizon_s(self) -> float:
@@ -676,6 +831,13 @@ class SimConfig:
         policy changes; a knob named here must belong to the policy.
         """
         values = {**(values or {}), **kv}
+        clusters = values.pop("clusters", None)
+        if clusters is not None:
+            return replace(self, clusters=fleet_from(clusters)).with_params(values)
+        if self.clusters and "gpus" in values:
+            raise ParamError(
+                "a fleet's GPUs are its clusters' (set clusters, e.g. 'a:88,b:256', not gpus)"
+            )
         run, health, knobs, shares = _split(values, values.get("policy", self.policy))
         policy = run.get("policy", self.policy)
         mine = {p.name for p in policy_params(policy)}
@@ -710,6 +872,7 @@ class SimConfig:
             budget_shares=dict(self.budget_shares),
             health=dataclasses.asdict(self.health),
             maintenance=[dataclasses.asdict(w) for w in self.maintenance],
+            clusters=[dataclasses.asdict(c) for c in self.clusters],
         )
         return out
 

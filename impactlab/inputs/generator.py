@@ -6,18 +6,23 @@ funded GPU time and its own size and duration distributions; funded work is offe
 that only backfills (spec ``search``, kind ``other``). Arrivals follow diurnal and weekly
 cycles. The legacy-era habits (inflated priorities, long jobs opting out of preemption) are
 drawn into the same rows.
+
+A fleet (``generate_fleet``) is several clusters under one organisation: one budget tree and
+one set of users for the fleet's total GPUs, and per cluster the jobs of a workload sized to
+that cluster, drawn from random streams of its own.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from ..base.config import GeneratorConfig
-from ..base.rng import streams
+from ..base.rng import stream, streams
 from ..base.units import DAY_S, HOUR_S
 from .budgets import BudgetTree
 
@@ -138,6 +143,85 @@ def generate(config: GeneratorConfig | None = None) -> Workload:
         config.seed, ("organisation", "arrivals", "jobs", "habits")
     )
     tree, users, weights = _organisation(config, org_rng)
+    trace = _cluster_trace(config, users, weights, org_rng, time_rng, kind_rng, legacy_rng)
+    return Workload(trace, tree, users)
+
+
+def generate_fleet(config: GeneratorConfig, clusters: Sequence[tuple[str, int]]) -> Workload:
+    """Build one organisation and one trace for a fleet of clusters; same inputs, same rows.
+
+    ``config.gpus`` is the fleet's total and sets the organisation (budget tree, users, project
+    demand), built as ``generate`` builds it. ``clusters`` gives each cluster's name and GPUs in
+    order; the GPUs must add up to ``config.gpus``. Each cluster gets the jobs of ``config``
+    resized to it (gang sizes scale to the cluster, the load per GPU stays), drawn from the
+    streams ``arrivals``, ``jobs`` and ``habits`` indexed by its position, with users picked
+    from the organisation's. The trace has the schema's columns and a last column ``cluster``;
+    a job id is the cluster's name, a dot and the job's id within its cluster, and rows are
+    ordered by submit time, ties by cluster order and then by order within the cluster.
+    """
+    sized = _fleet_configs(config, clusters)
+    org_rng = stream(config.seed, "organisation")
+    tree, users, weights = _organisation(config, org_rng)
+    parts = []
+    for k, (name, cluster_config) in enumerate(sized):
+        time_rng, kind_rng, legacy_rng = (
+            stream(config.seed, s, k) for s in ("arrivals", "jobs", "habits")
+        )
+        part = _cluster_trace(
+            cluster_config, users, weights, org_rng, time_rng, kind_rng, legacy_rng
+        )
+        part["job_id"] = [f"{name}.{job_id}" for job_id in part["job_id"]]
+        part["cluster"] = name
+        parts.append(part)
+    trace = pd.concat(parts, ignore_index=True)
+    trace = trace.sort_values("submit_s", kind="stable").reset_index(drop=True)
+    return Workload(trace, tree, users)
+
+
+def _fleet_configs(
+    config: GeneratorConfig, clusters: Sequence[tuple[str, int]]
+) -> list[tuple[str, GeneratorConfig]]:
+    """Each cluster's name and ``config`` resized to it, or ValueError for a fleet that cannot
+    be built: no clusters, a missing or repeated name, a cluster size the config refuses, or
+    sizes that do not add up to ``config.gpus``."""
+    clusters = [(name, gpus) for name, gpus in clusters]
+    if not clusters:
+        raise ValueError("a fleet needs at least one cluster, got none")
+    names = [name for name, _gpus in clusters]
+    for name in names:
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"cluster names must be non-empty strings, got {name!r}")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"cluster names must be unique, got {repeated} more than once")
+    sized = []
+    for name, gpus in clusters:
+        try:
+            sized.append((name, replace(config, gpus=gpus)))
+        except ValueError as err:
+            raise ValueError(f"cluster {name!r}: {err}") from err
+    total = sum(c.gpus for _name, c in sized)
+    if total != config.gpus:
+        raise ValueError(
+            f"the clusters' GPUs must add up to the fleet's {config.gpus}, got {total} "
+            f"({' + '.join(str(c.gpus) for _name, c in sized)})"
+        )
+    return sized
+
+
+def _cluster_trace(
+    config: GeneratorConfig,
+    users: pd.DataFrame,
+    weights: dict,
+    org_rng: np.random.Generator,
+    time_rng: np.random.Generator,
+    kind_rng: np.random.Generator,
+    legacy_rng: np.random.Generator,
+) -> pd.DataFrame:
+    """The jobs of one cluster of ``config.gpus`` GPUs, in the schema (as ``_finish`` gives
+    them): each job kind offers its share of the funded load, searches the rest of the demand;
+    projects are drawn by the organisation's demand ``weights`` and users among its ``users``
+    (with ``org_rng``, continued from building the organisation)."""
     capacity_gpu_s = config.gpus * config.days * DAY_S
     projects = np.array(sorted(weights))
     project_p = np.array([weights[p] for p in projects])
@@ -158,7 +242,7 @@ def generate(config: GeneratorConfig | None = None) -> Workload:
     trace = pd.concat(parts, ignore_index=True)
     trace["user"] = _pick_users(trace["project"].to_numpy(), users, org_rng)
     _legacy_habits(trace, config, legacy_rng)
-    return Workload(_finish(trace), tree, users)
+    return _finish(trace)
 
 
 def _organisation(

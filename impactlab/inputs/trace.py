@@ -28,6 +28,11 @@ DEFAULTS: dict[str, str | float | int | bool] = {
 
 COLUMNS = (*REQUIRED, *DEFAULTS)
 
+#: Optional columns that are checked and kept when a trace has them but never added to one
+#: that does not (so a trace without them is unchanged), with the value an empty cell gets.
+#: ``cluster``: the cluster the job ran on, by name; "" = none named (a fleet run picks one).
+IF_PRESENT: dict[str, str] = {"cluster": ""}
+
 
 class TraceError(ValueError):
     """Input that cannot be used; the message names the source, row and column."""
@@ -85,6 +90,11 @@ def validate_trace(
     out["job_id"] = _ids(df, check("job_id"))
     for col in ("user", "project", "kind"):
         out[col] = _text(df, col)
+    present = [c for c in IF_PRESENT if c in df.columns]
+    for col in present:
+        raw = df[col].astype(object)  # (a categorical or nullable column takes "" as any text)
+        check(col).fail(df, ~_names(raw), "must be text (a name)")
+        out[col] = _as_text(raw, IF_PRESENT[col])
     check("kind").fail(df, ~out["kind"].isin(KINDS).to_numpy(), f"kind must be one of {KINDS}")
     out["submit_s"] = _number(df, check("submit_s"), low=0.0, allow_inf=False)
     out["duration_s"] = _number(df, check("duration_s"), low=0.0, allow_inf=False, strict=True)
@@ -101,7 +111,8 @@ def validate_trace(
             (out["gpus"] > max_gpus).to_numpy(),
             f"job larger than the cluster ({max_gpus} GPUs)",
         )
-    return out[[*COLUMNS, *[c for c in df.columns if c not in COLUMNS]]]
+    known = (*COLUMNS, *present)
+    return out[[*known, *[c for c in df.columns if c not in known]]]
 
 
 def _ids(df: pd.DataFrame, check: _Check) -> pd.Series:
@@ -114,9 +125,35 @@ def _ids(df: pd.DataFrame, check: _Check) -> pd.Series:
 def _text(df: pd.DataFrame, col: str) -> pd.Series:
     """A text column as Python strings, one object per distinct value: names repeat (a
     million jobs of 150 users held a million copies of their names, about 50 bytes each)."""
-    text = df[col].fillna(DEFAULTS[col]).astype(str).str.strip()
+    return _as_text(df[col], str(DEFAULTS[col]))
+
+
+def _as_text(raw: pd.Series, blank: str) -> pd.Series:
+    """``raw`` as stripped Python strings (a missing cell -> ``blank``), one object per
+    distinct value (see ``_text``)."""
+    text = raw.fillna(blank).astype(str).str.strip()
     codes, names = pd.factorize(text)  # (no missing values are left to code as -1)
-    return pd.Series(np.asarray(names, dtype=object)[codes], index=df.index, dtype=object)
+    return pd.Series(np.asarray(names, dtype=object)[codes], index=raw.index, dtype=object)
+
+
+def _names(raw: pd.Series) -> np.ndarray:
+    """Cells that can be a name: text, a number (written as text, like a job id) or missing.
+    A flag (true/false), bytes, a list or another object is not."""
+    if pd.api.types.infer_dtype(raw, skipna=True) in _NAME_TYPES:
+        return np.ones(len(raw), dtype=bool)
+    return raw.map(_is_name).to_numpy(dtype=bool)
+
+
+#: ``infer_dtype`` answers for a column whose every cell can be a name.
+_NAME_TYPES = frozenset({"string", "empty", "integer", "floating", "mixed-integer-float"})
+
+
+def _is_name(value: object) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    if isinstance(value, (str, int, float, np.integer, np.floating)):
+        return True
+    return value is None or value is pd.NA
 
 
 def _number(

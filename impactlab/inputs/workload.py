@@ -21,7 +21,7 @@ from ..base.files import find_input
 from ..base.units import DAY_S, HOUR_S
 from .budget_io import load_budgets
 from .budgets import BudgetTree
-from .generator import generate
+from .generator import generate, generate_fleet
 from .overview import span_days
 from .trace import validate_trace
 from .traces import load
@@ -64,7 +64,11 @@ def prepare(
         trace, provenance = read_trace(config)
         trace, provenance = default_contract(trace, config, provenance)
     else:
-        work = generate(config.generator())
+        work = (
+            generate_fleet(config.generator(), [(c.name, c.gpus) for c in config.clusters])
+            if config.clusters
+            else generate(config.generator())
+        )
         trace, tree = work.trace, tree or work.tree
         provenance = {"source": "synthetic", "seed": config.seed}
     if (

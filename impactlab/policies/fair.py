@@ -8,6 +8,7 @@ period, so a pass ranks a handful of leaves instead of sorting pending jobs.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from operator import itemgetter
 
 import numpy as np
@@ -21,20 +22,81 @@ from .usage import DecayedUsage, WindowUsage
 BOOSTED_KINDS = frozenset({"debug", "interactive"})
 
 
+#: The key of the organisation's ``SharedUsage`` in ``Organisation.shared``.
+SHARED_USAGE = "fair-share usage"
+
+
+def _nothing() -> None:
+    """What a fair tree does by default when another cluster's usage changes."""
+
+
+class SharedUsage:
+    """Organisation-wide charging in a fleet: one usage meter and one funded allocation per
+    budget node for the fair-share rankings of every cluster. A funded job charges its budget
+    wherever it runs, and each cluster ranks and judges victims by the organisation's usage and
+    allocation, relative to the organisation's GPUs. Each cluster still refreshes its own
+    ranking on its own period; a charge by one cluster tells the others' trees
+    (``FairTree.outside_change``) so that they forget what they concluded from the old state."""
+
+    def __init__(self, size: int, capacity: int, window_s: float, half_life_s: float | None):
+        self.capacity, self.rule = capacity, (window_s, half_life_s)
+        self.meter = _meter(size, window_s, half_life_s)
+        self.alloc = [0] * size
+        self.trees: list[FairTree] = []
+
+    def charged(self, by: FairTree) -> None:
+        """``by`` changed the shared usage: every other cluster's tree hears of it."""
+        for tree in self.trees:
+            if tree is not by:
+                tree.outside_change()
+
+
+def _meter(size: int, window_s: float, half_life_s: float | None) -> WindowUsage | DecayedUsage:
+    return WindowUsage(size, window_s) if half_life_s is None else DecayedUsage(size, half_life_s)
+
+
+def _shared_usage(ctx: Context, window_s: float, half_life_s: float | None) -> SharedUsage | None:
+    """The organisation's usage when the fleet charges fair share organisation-wide (the first
+    cluster's tree makes it); None otherwise."""
+    if ctx.org is None:
+        return None
+    shared = ctx.org.shared.get(SHARED_USAGE)
+    if shared is None:
+        shared = ctx.org.shared[SHARED_USAGE] = SharedUsage(
+            ctx.tree.size, ctx.org.capacity, window_s, half_life_s
+        )
+    assert isinstance(shared, SharedUsage)
+    if shared.rule != (window_s, half_life_s):
+        raise ValueError(
+            "the clusters of a fleet charged organisation-wide must count usage the same way "
+            f"(window, half-life): {shared.rule} and {(window_s, half_life_s)}"
+        )
+    return shared
+
+
 class FairTree:
-    """Charged usage, current allocation and the Fair Tree rank of every leaf."""
+    """Charged usage, current allocation and the Fair Tree rank of every leaf.
+
+    In a fleet charged organisation-wide (``ctx.org``), the usage and the allocation are the
+    organisation's (``SharedUsage``) and ``capacity`` is the fleet's; ``outside_change`` is
+    called when another cluster changes them (its policy sets it)."""
 
     def __init__(self, ctx: Context, window_s: float, half_life_s: float | None, refresh_s: float):
         self.tree, self.capacity, self.refresh_s = ctx.tree, ctx.capacity, refresh_s
         size = ctx.tree.size
-        if half_life_s is None:
-            self.meter: WindowUsage | DecayedUsage = WindowUsage(size, window_s)
-            self.norm_s = window_s
+        self.norm_s = (
+            window_s if half_life_s is None else float(half_life_s / np.log(2))
+        )  # the (decayed) integral of a constant rate over the window
+        self.outside_change: Callable[[], None] = _nothing
+        self.shared = _shared_usage(ctx, window_s, half_life_s)
+        if self.shared is not None:
+            self.meter, self.alloc = self.shared.meter, self.shared.alloc
+            self.capacity = self.shared.capacity
+            self.shared.trees.append(self)
         else:
-            self.meter = DecayedUsage(size, half_life_s)
-            self.norm_s = float(half_life_s / np.log(2))  # the decayed integral of a constant rate
-        # Plain lists, not arrays: they are read and updated one element at a time.
-        self.alloc = [0] * size  # funded GPUs held now, per node (subtree sums)
+            self.meter = _meter(size, window_s, half_life_s)
+            # Plain lists, not arrays: they are read and updated one element at a time.
+            self.alloc = [0] * size  # funded GPUs held now, per node (subtree sums)
         self._used = [0.0] * size  # charged usage per node at the last refresh / window capacity
         self.fraction = ctx.tree.fraction.tolist()
         self.paths = {leaf: ctx.tree.path(leaf) for leaf in ctx.tree.leaves}
@@ -48,6 +110,8 @@ class FairTree:
         self.meter.change(job.leaf, now, sign * job.held)
         for node in self.paths[job.leaf]:
             self.alloc[node] += sign * job.held
+        if self.shared is not None:
+            self.shared.charged(self)
 
     def refresh(self, now: float) -> None:
         """Recompute usage and the leaf ranking if the refresh period has passed."""

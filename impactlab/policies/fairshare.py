@@ -60,6 +60,8 @@ class FairShare(BasePolicy):
         self.fair = FairTree(ctx, self.window_s, half_life, self.refresh_s)
         self.queues = FairQueues(ctx.jobs, self.boost)  # type: ignore[arg-type]
         self.gate = PassGate()
+        # (another cluster's usage counts here: the next pass runs, even if nothing else changed)
+        self.fair.outside_change = self.gate.note
         view = ctx.view
         self.hold = Hold(lambda j: self.holds_for_s(view, j)) if self.backfill_reservation else None
 

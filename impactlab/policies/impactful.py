@@ -192,6 +192,7 @@ class Impactful(FairShare):
         """Build the fair-share state, the lanes and the victim indexes."""
         super().setup(ctx)
         self.searches = Searches()
+        self.fair.outside_change = self._outside_change
         self.open = OpenVictims()  # the funded running jobs that may be preempted now
         self._sides_of: dict[int, list[int]] = {}
         self._mine_of: dict[
@@ -220,6 +221,12 @@ class Impactful(FairShare):
         self._reclaim: frozenset[int] = frozenset()  # the jobs that yield to the searching holder
         if self.drain is not None:
             self.place = self._place_draining
+
+    def _outside_change(self) -> None:
+        """Another cluster of the fleet changed the organisation's allocation: fair-share
+        verdicts may differ, so no earlier search stands and the next pass runs."""
+        self.gate.note()
+        self.searches.changed()
 
     def _place_draining(self, gpus: int, avoid: frozenset[int]) -> tuple[int, ...] | None:
         """Best fit off the draining nodes (and off the reserve) first; then off the reserve;

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import gc
 import logging
 import time
@@ -12,19 +13,23 @@ from typing import Any
 
 import pandas as pd
 
+from ..analysis.fleet import combine_events, first_nodes
 from ..analysis.results import SimResult
 from ..base.config import PAIRINGS, WARMUP_DAYS, RepairMode, SimConfig, UnknownProjects
 from ..base.params import ParamError
 from ..base.units import DAY_S
 from ..inputs.budget_io import check_projects
 from ..inputs.budgets import BudgetTree
+from ..inputs.fleet import CLUSTER, assign_clusters
 from ..inputs.overview import check_load
 from ..inputs.trace import TraceError
 from ..inputs.workload import Inputs, fit, prepare
 from ..policies import Policy, make_policy
 from ..sim.cluster import Cluster
 from ..sim.engine import Engine, Sessions, Timing
-from ..sim.events import events_frame, jobs_from_trace
+from ..sim.events import Job, events_frame, jobs_from_trace
+from ..sim.fleet import Fleet
+from ..sim.policy import Organisation
 
 # The engine, the policy and simpy's processes refer to each other, so after a run they wait
 # for the collector's next full pass, which may come only after the metrics' peak. Above this
@@ -90,44 +95,94 @@ def simulate(
             ", ".join(late),
             config.horizon_s / 3600.0,
         )
-    jobs = jobs_from_trace(trace, tree, config.gpus_per_node)
-    policy = policy or make_policy(config.policy, **config.policy_knobs)
-    engine = Engine(
-        jobs,
-        tree,
-        Cluster(config.nodes, config.gpus_per_node),
-        policy,
-        config.restart_overhead_s,
-        config.horizon_s,
-        config.health,
-        config.seed,
-        timing=Timing(config.cycle_s, config.startup_s, config.grace_s),
-        sessions=Sessions(
-            config.preempted_sessions,
-            config.session_resubmit_share,
-            config.session_resubmit_delay_s,
-        ),
-        maintenance=config.maintenance,
-    )
     began = time.perf_counter()
     with _progress_of(progress, config, label or config.policy) as report:
-        event_log = engine.run(report)
+        if config.clusters:
+            trace = assign_clusters(trace, config.clusters, _source(inputs))
+            events = run_fleet(config, trace, tree, policy, report)
+        else:
+            jobs = jobs_from_trace(trace, tree, config.gpus_per_node)
+            engine = make_engine(config, jobs, tree, policy)
+            events = events_frame(engine.run(report))
+            del engine, jobs
     wall = time.perf_counter() - began
-    log.info("%s: %d jobs, %d events in %.2f s", config.policy, len(jobs), len(event_log), wall)
+    log.info("%s: %d jobs, %d events in %.2f s", config.policy, len(trace), len(events), wall)
     result = SimResult(
         config,
         trace,
         tree,
-        events_frame(event_log),
+        events,
         wall,
         unknown_projects=unknown,
         provenance=inputs.provenance,
         label=label,
     )
-    if len(jobs) > COLLECT_ABOVE_JOBS:
-        del engine, policy, jobs, event_log
+    if len(trace) > COLLECT_ABOVE_JOBS:
         gc.collect()
     return result
+
+
+def make_engine(
+    config: SimConfig,
+    jobs: list[Job],
+    tree: BudgetTree,
+    policy: Policy | None = None,
+    cluster: int | None = None,
+    fleet: Fleet | None = None,
+    first_node: int = 0,
+) -> Engine:
+    """The engine of ``config``'s run (of its ``cluster``-th cluster, in ``fleet``) under
+    ``policy`` (default: ``config.policy`` with its knobs; an instance is copied for each
+    cluster of a fleet, so that each sets up its own state)."""
+    if policy is None:
+        policy = make_policy(config.policy, **config.policy_knobs)
+    elif fleet is not None:
+        policy = copy.deepcopy(policy)
+    own = config if cluster is None else config.cluster_config(cluster)
+    return Engine(
+        jobs,
+        tree,
+        Cluster(own.nodes, own.gpus_per_node),
+        policy,
+        own.restart_overhead_s,
+        own.horizon_s,
+        own.health,
+        own.seed,
+        timing=Timing(own.cycle_s, own.startup_s, own.grace_s),
+        sessions=Sessions(
+            own.preempted_sessions,
+            own.session_resubmit_share,
+            own.session_resubmit_delay_s,
+        ),
+        maintenance=own.maintenance,
+        fleet=None if fleet is None or cluster is None else fleet.seat(cluster, first_node),
+    )
+
+
+def run_fleet(
+    config: SimConfig,
+    trace: pd.DataFrame,
+    tree: BudgetTree,
+    policy: Policy | None = None,
+    progress: Callable[[float], None] | None = None,
+) -> pd.DataFrame:
+    """Run the clusters of ``config``'s fleet together on one clock (each job on the cluster
+    its ``cluster`` column names) and return the organisation's event log
+    (``impactlab.analysis.fleet``). Fair-share usage is the organisation's
+    (``config.fair_share``), or each cluster's own."""
+    org = Organisation(config.gpus) if config.fair_share == "organisation" else None
+    fleet = Fleet(org)
+    engines = []
+    for k, (spec, first) in enumerate(zip(config.clusters, first_nodes(config))):
+        jobs = jobs_from_trace(trace[trace[CLUSTER] == spec.name], tree, config.gpus_per_node)
+        engines.append(make_engine(config, jobs, tree, policy, k, fleet, first))
+    fleet.run(config.horizon_s, [e.begin for e in engines], progress)
+    return combine_events([events_frame(e.log) for e in engines], config)
+
+
+def _source(inputs: Inputs) -> str:
+    """How errors name the trace: its file, else "trace"."""
+    return str(inputs.provenance.get("path") or "trace")
 
 
 def compare(

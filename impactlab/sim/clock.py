@@ -49,6 +49,18 @@ class Clock:
         #: The next sequence number (from simpy's own counter, so order is simpy's order).
         self.next_seq: Callable[[], int] = self._env._eid.__next__
 
+    def sibling(self, fire: Callable[[Call], None]) -> Clock:
+        """A clock on the same time and queue whose calls go to ``fire``: several engines (the
+        clusters of a fleet) share one clock this way, each handed its own calls."""
+        twin = object.__new__(Clock)
+        twin._env, twin._queue, twin._fire, twin.next_seq = (
+            self._env,
+            self._queue,
+            fire,
+            self.next_seq,
+        )
+        return twin
+
     @property
     def now(self) -> float:
         """The current simulated time in seconds."""

@@ -25,6 +25,7 @@ from ..inputs.budgets import BudgetTree
 from .clock import Call, Clock
 from .cluster import Cluster
 from .events import Ev, EventLog, Job
+from .fleet import FleetSeat
 from .grace import GraceBook
 from .health import NodeHealth, repair_mode
 from .maintenance import MaintenancePlan
@@ -114,8 +115,11 @@ class Engine:
         timing: Timing = NO_LATENCY,
         sessions: Sessions = AS_JOBS,
         maintenance: tuple[Maintenance, ...] = (),
+        fleet: FleetSeat | None = None,
     ):
-        self.clock = Clock(self._fire)
+        # One of several clusters (``fleet``): its calls go on the fleet's clock, and the fleet
+        # runs each cluster's pass once an instant's events are all done.
+        self.clock = fleet.clock.sibling(fleet.fire(self)) if fleet else Clock(self._fire)
         self.now = 0.0  # simulated seconds; set from the clock as each event fires
         self._report_at = math.inf  # next progress report (simulated time); none by default
         self.jobs, self.cluster, self.policy = jobs, cluster, policy
@@ -128,7 +132,7 @@ class Engine:
         self.nodes: list[tuple[int, ...]] = [()] * n
         self.timing, self.sessions = timing, sessions
         self._cycle_s, self._tick_at = timing.cycle_s, -math.inf  # next cycle with a pass due
-        self._resubmits = stream(seed, "sessions")
+        self._resubmits = stream(seed, "sessions", *(fleet.streams if fleet else ()))
         self.leaving: dict[int, bool] = {}  # preempted jobs in their grace period -> whether killed
         self.grace = GraceBook(cluster.nodes)
         # paid by the current attempt, or due on the next start: start-up (+ restart overhead)
@@ -157,13 +161,28 @@ class Engine:
         self.crash_s = health.crash_s
         self.broken: set[int] = set()  # failed nodes still in service (manual repair)
         self.doomed = [False] * n  # the current attempt runs on a failed node
-        self.health = NodeHealth(self, health, health.repair or repair_mode(policy.repair), seed)
+        self.health = NodeHealth(
+            self,
+            health,
+            health.repair or repair_mode(policy.repair),
+            seed,
+            fleet.first_node if fleet else 0,
+        )
         # Planned maintenance: nodes closed to new work (policies' searches leave them alone)
         # and the end of each running attempt's protection (when the policy may let it go).
         self.cordoned: frozenset[int] = frozenset()
         self.protected_until = [0.0] * n
         self.maintenance = MaintenancePlan(self, maintenance, cluster.nodes)
-        policy.setup(Context(jobs, tree, cluster.capacity, cluster.gpus_per_node, self))
+        policy.setup(
+            Context(
+                jobs,
+                tree,
+                cluster.capacity,
+                cluster.gpus_per_node,
+                self,
+                fleet.org if fleet else None,
+            )
+        )
 
     def run(self, progress: Callable[[float], None] | None = None, reports: int = 200) -> EventLog:
         """Run to the horizon and return the event log. ``progress(t_s)`` is called about
@@ -172,15 +191,20 @@ class Engine:
         if progress is not None:
             self._progress, self._report_step = progress, self.horizon_s / reports
             self._report_at = 0.0
+        self.begin()
+        self.clock.run(until=self.horizon_s)
+        if progress is not None:
+            progress(self.horizon_s)
+        return self.log
+
+    def begin(self) -> None:
+        """Set the first arrival, failures and maintenance on the clock (``run`` calls it; a
+        fleet calls it for each cluster before running the shared clock)."""
         first = next((k for k, j in enumerate(self.jobs) if j.submit_s < self.horizon_s), None)
         if first is not None:
             self.at(self.jobs[first].submit_s, self._arrive, first)
         self.health.start()
         self.maintenance.start()
-        self.clock.run(until=self.horizon_s)
-        if progress is not None:
-            progress(self.horizon_s)
-        return self.log
 
     def _report(self) -> None:
         self._progress(self.now)
@@ -225,6 +249,13 @@ class Engine:
         # The pass runs after the last event of this instant (and again if it requeued jobs),
         # inline rather than as one more simpy event: the same order, a third fewer events.
         while self._pass_due and not self.clock.due_at(self.now):
+            self._pass()
+
+    def passes(self, now: float) -> None:
+        """Run this cluster's due passes at ``now`` until a call is due at this instant (a
+        fleet's turn for this cluster; a lone engine does the same in ``_fire``)."""
+        self.now = now
+        while self._pass_due and not self.clock.due_at(now):
             self._pass()
 
     def _touch(self) -> None:

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ..base.config import REPAIR_MODES, HealthConfig, RepairMode
-from ..base.rng import family
+from ..base.rng import stream
 from ..base.units import HOUR_S
 
 __all__ = ["REPAIR_MODES", "HealthConfig", "NodeHealth", "RepairMode", "repair_mode"]
@@ -75,10 +75,13 @@ class NodeOps(Protocol):
 class NodeHealth:
     """Drives failures and repairs of every node through its ``NodeOps``."""
 
-    def __init__(self, ops: NodeOps, config: HealthConfig, mode: RepairMode, seed: int):
+    def __init__(
+        self, ops: NodeOps, config: HealthConfig, mode: RepairMode, seed: int, first_node: int = 0
+    ):
         self.ops, self.config, self.mode = ops, config, mode
         # One stream per node, so a node's failure times do not depend on the others.
-        self.rng = family(seed, "health", ops.node_count)
+        # (``first_node``: the node's number in the fleet when this cluster is one of several)
+        self.rng = [stream(seed, "health", first_node + i) for i in range(ops.node_count)]
 
     def start(self) -> None:
         """Schedule every node's first failure."""

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
 from ..base.params import check_fields
@@ -102,14 +102,27 @@ class Scheduler(Protocol):
 
 
 @dataclass(frozen=True)
+class Organisation:
+    """What the clusters of a fleet share, for policies that share state between clusters:
+    the fleet's GPUs, and ``shared``, where the first cluster's policy puts what the others
+    find (``impactlab.policies.fair`` keeps one usage meter there for organisation-wide fair
+    share). Clusters that share nothing get no ``Organisation``."""
+
+    capacity: int
+    shared: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Context:
-    """Facts of a run, handed to ``Policy.setup``; ``view`` is the live (read-only) state."""
+    """Facts of a run, handed to ``Policy.setup``; ``view`` is the live (read-only) state;
+    ``org`` is what this cluster shares with the others of its fleet (None: nothing)."""
 
     jobs: Sequence[Job]
     tree: BudgetTree
     capacity: int
     gpus_per_node: int
     view: Scheduler
+    org: Organisation | None = None
 
 
 class Policy(Protocol):

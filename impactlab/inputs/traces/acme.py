@@ -4,7 +4,8 @@ Columns: ``job_id, user, node_num, gpu_num, cpu_num, type, state, submit_time, s
 end_time, duration, queue, gpu_time`` (Kalos adds ``mem_per_pod_GB, shared_mem_per_pod,
 fail_time, stop_time``); ISO times with a zone (``2023-03-01 00:18:22+08:00``), converted to
 UTC. ``type`` -> ``kind`` by ``TYPES``. Acme records no project: projects are derived from
-users by the seeded rule of ``projects_from_users`` and reported as inferred.
+users by the seeded rule of ``projects_from_users`` and reported as inferred. No column names the
+cluster (only the file name does), so the trace gets no ``cluster`` column.
 """
 
 from __future__ import annotations

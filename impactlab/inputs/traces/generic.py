@@ -1,8 +1,10 @@
 """Generic CSV or Parquet in the impactlab schema (docs/model.md section 3).
 
 Required columns ``job_id, submit_s, gpus, duration_s``; every optional column that is
-missing (or blank in a row) gets the default in ``impactlab.inputs.trace.DEFAULTS``. ``submit_s`` is
-kept as written (not shifted); jobs with 0 GPUs are reported and skipped like in every format.
+missing (or blank in a row) gets the default in ``impactlab.inputs.trace.DEFAULTS``. A ``cluster``
+column (``trace.IF_PRESENT``) is kept when the file has one (a blank cell -> ""), never added.
+``submit_s`` is kept as written (not shifted); jobs with 0 GPUs are reported and skipped like in
+every format.
 """
 
 from __future__ import annotations

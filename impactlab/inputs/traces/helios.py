@@ -5,6 +5,8 @@ end_time, duration, queue`` with local times without a zone. Mapping: ``vc`` -> 
 (each virtual cluster is a budget), ``user`` kept, ``gpu_num`` -> ``gpus``, duration = end -
 start (else ``duration``), ``state`` kept as an extra column. Helios records no kind: kinds
 are inferred (``KindRule``). CPU-only jobs (``gpu_num`` 0, about half the trace) are skipped.
+The file does not name its cluster (only the release's folder does: ``data/Venus/...``), and a
+path is not a record, so the trace gets no ``cluster`` column.
 """
 
 from __future__ import annotations

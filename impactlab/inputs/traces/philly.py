@@ -1,8 +1,9 @@
 """Philly (Microsoft, 2017): the derived CSV and the raw ``cluster_job_log`` JSON.
 
 Derived CSV: ``timestamp`` (submit; seconds or a datetime), ``duration`` (s), ``num_gpus``,
-``cluster`` (virtual cluster -> ``project``); optional ``job_id``/``jobid``, ``user``,
-``status``. Raw JSON: a list of jobs with ``jobid, user, vc, submitted_time, status`` and
+``cluster`` (virtual cluster -> ``project``: it names a VC, not the physical cluster, so the
+trace gets no ``cluster`` column); optional ``job_id``/``jobid``, ``user``, ``status``. Raw
+JSON: a list of jobs with ``jobid, user, vc, submitted_time, status`` and
 ``attempts[].start_time/end_time/detail[].gpus``. A job's GPUs are the most any attempt held;
 its duration is the run time summed over its attempts (the GPU time it held, retries
 included); ``status`` (Pass / Killed / Failed) is kept as ``state``. Kinds are inferred.

@@ -9,7 +9,8 @@ Mapping: ``JobID`` -> ``job_id`` (array tasks ``123_4`` are jobs; step rows ``12
 ``123.0`` are skipped and reported), ``User`` kept, ``Account`` -> ``project``, GPUs from
 ``AllocTRES`` (``gres/gpu=N``, else the sum of typed ``gres/gpu:TYPE=N``), duration =
 ``Elapsed`` (``[D-]HH:MM:SS``, else End - Start), ``State`` first word kept as ``state``
-(RUNNING / PENDING / REQUEUED ... are skipped as unfinished). Kinds are inferred, except that
+(RUNNING / PENDING / REQUEUED ... are skipped as unfinished), ``Cluster`` (when the dump has
+it: add it to ``--format``) -> ``cluster``. Kinds are inferred, except that
 interactive shells (``JobName`` bash, sh, zsh, interactive, jupyter...) are ``interactive``.
 """
 
@@ -66,6 +67,8 @@ def load(path: Path, options: LoadOptions) -> Loaded:
         gpus=tres_gpus(rows.frame["AllocTRES"]),
         state=state.loc[idx],
     )
+    if "Cluster" in rows.frame.columns:  # the cluster the job ran on (sacct -M / -L dumps)
+        jobs["cluster"] = text_column(rows, "Cluster")
     if "JobName" in rows.frame.columns:
         shell = text_column(rows, "JobName").str.lower().isin(SHELLS)
         if shell.any():
