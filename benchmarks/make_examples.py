@@ -24,6 +24,21 @@ SCENARIOS = {
     "month-1024": (1024, 30.0, "A 1024-GPU cluster for 30 days, as in Ai2's report."),
 }
 
+#: A fleet shaped like Ai2's (clusters of 88 to 1,024 GPUs, about 150 researchers). The sizes
+#: span Ai2's published range; the names and the exact sizes are impactlab's, not Ai2's.
+FLEETS = {
+    "fleet-ai2": (
+        "atlas:1024,borealis:512,cirrus:256,delta:88",
+        14.0,
+        82,  # users per 1,024 GPUs: 150 users on the fleet's 1,880 GPUs
+        (
+            "A fleet shaped like Ai2's: four clusters of 88 to 1,024 GPUs (1,880 in all), about "
+            "150 researchers under one budget tree, two weeks; fair share charged "
+            "organisation-wide."
+        ),
+    ),
+}
+
 
 def write_yaml(path: Path, data: dict, header: str) -> None:
     """YAML with a comment header, keys in the order given."""
@@ -40,6 +55,18 @@ def main(out: Path) -> None:
     for name, (gpus, days, text) in SCENARIOS.items():
         config = il.SimConfig(gpus=gpus, days=days, seed=0)
         tree = il.BudgetTree.from_dict(_rounded(il.generate(config.generator()).tree.to_dict()))
+        write_yaml(
+            out / f"scenario-{name}.yaml",
+            scenario_dict(name, config, tree, text),
+            f"Scenario {name}",
+        )
+    for name, (clusters, days, users, text) in FLEETS.items():
+        config = il.SimConfig(days=days, seed=0, users_per_1024_gpus=users).with_params(
+            clusters=clusters
+        )
+        fleet = [(c.name, c.gpus) for c in config.clusters]
+        work = il.generate_fleet(config.generator(), fleet)
+        tree = il.BudgetTree.from_dict(_rounded(work.tree.to_dict()))
         write_yaml(
             out / f"scenario-{name}.yaml",
             scenario_dict(name, config, tree, text),

@@ -17,6 +17,7 @@ _SOURCES = {
     "inputs.budget_io": ("budgets_from_trace", "load_budgets"),
     "inputs.budgets": ("BudgetError", "BudgetTree"),
     "base.config": (
+        "ClusterSpec",
         "GeneratorConfig",
         "HealthConfig",
         "Maintenance",
@@ -25,7 +26,7 @@ _SOURCES = {
         "parameters",
     ),
     "base.files": ("OutputPathError",),
-    "inputs.generator": ("generate",),
+    "inputs.generator": ("generate", "generate_fleet"),
     "inputs.maintenance": ("MaintenanceError", "load_maintenance"),
     "inputs.overview": ("Overview", "overview"),
     "base.params": ("Param", "ParamError", "knob"),
@@ -43,7 +44,7 @@ _SOURCES = {
     "base.registry": ("REGISTRY", "policy_names", "register_policy"),
     "analysis.results": ("SimResult", "metrics_frame"),
     "inputs.scenario": ("load_scenario",),
-    "runs.simulate": ("PAIRINGS", "compare", "pairing", "simulate"),
+    "runs.simulate": ("PAIRINGS", "compare", "compare_fleets", "pairing", "simulate"),
     "runs.sweep": ("load_sweep", "summarise_sweep", "sweep"),
     "inputs.trace": ("TraceError", "validate_trace"),
     "inputs.traces": ("LoadReport", "load_trace"),
@@ -71,6 +72,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # what type checkers and IDEs read; at run time, __getattr__ above
     from .analysis.results import SimResult, metrics_frame
     from .base.config import (
+        ClusterSpec,
         GeneratorConfig,
         HealthConfig,
         Maintenance,
@@ -83,7 +85,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs read; at run time, __getattr__ 
     from .base.registry import REGISTRY, policy_names, register_policy
     from .inputs.budget_io import budgets_from_trace, load_budgets
     from .inputs.budgets import BudgetError, BudgetTree
-    from .inputs.generator import generate
+    from .inputs.generator import generate, generate_fleet
     from .inputs.maintenance import MaintenanceError, load_maintenance
     from .inputs.overview import Overview, overview
     from .inputs.scenario import load_scenario
@@ -101,5 +103,5 @@ if TYPE_CHECKING:  # what type checkers and IDEs read; at run time, __getattr__ 
         Scheduler,
         make_policy,
     )
-    from .runs.simulate import PAIRINGS, compare, pairing, simulate
+    from .runs.simulate import PAIRINGS, compare, compare_fleets, pairing, simulate
     from .runs.sweep import load_sweep, summarise_sweep, sweep

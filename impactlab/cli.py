@@ -68,6 +68,9 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+DEFAULT_POLICIES = ["legacy", "impactful"]  # what compare compares unless told
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used to document the CLI); run options come from the declared
     parameters (``impactlab.parameters()``), so a new knob is a new flag with no edit here."""
@@ -91,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument(
         "--policies",
         nargs="+",
-        default=["legacy", "impactful"],
+        default=DEFAULT_POLICIES,
         type=_policy_name,
         help=f"policies to compare (default legacy impactful); from {policy_names()} or module:Class",
     )
@@ -100,6 +103,15 @@ def build_parser() -> argparse.ArgumentParser:
         choices=sorted(PAIRINGS),
         help="a named set of variants: ai2 = legacy with "
         "manual repair against impactful with automatic repair (Ai2's before/after)",
+    )
+    cmp.add_argument(
+        "--layouts",
+        nargs="+",
+        metavar="LABEL=LAYOUT",
+        type=_layout_arg,
+        help="what-ifs on a fleet (from --scenario or --clusters), under one policy (--policies "
+        "NAME, default impactful): as-is, merge:A+B, split:A:N, move:A:B:GPUS, resize:A:GPUS, "
+        "or clusters as text (a:88,b:256); e.g. --layouts today=as-is one=merge:a+b",
     )
     cmp.add_argument(
         "--repairs",
@@ -200,6 +212,12 @@ def _run_options(command: argparse.ArgumentParser) -> None:
         "at_deadline); replaces the scenario's",
     )
     command.add_argument(
+        "--clusters",
+        metavar="NAME:GPUS,...",
+        help="a fleet of clusters in one run (e.g. a:88,b:256; name:gpus:x+y also runs the jobs "
+        "whose trace names x or y); replaces the scenario's clusters",
+    )
+    command.add_argument(
         "--json", action="store_true", help="print one JSON object instead of a table"
     )
     command.add_argument(
@@ -270,6 +288,8 @@ def base_config(args: argparse.Namespace) -> SimConfig:
 
         plan = load_maintenance(args.maintenance)
         base = dataclasses.replace(base, maintenance=())
+    if getattr(args, "clusters", None):
+        base = base.with_params(clusters=args.clusters)
     values = given(args)
     knobs = {p.name for p in parameters() if p.policies}
     run = {k: v for k, v in values.items() if k not in knobs}
@@ -335,7 +355,53 @@ def run(args: argparse.Namespace) -> list[SimResult]:
     )
     if args.command == "simulate":
         return [simulate(config, progress=progress)]
+    if args.layouts:
+        return compare_layouts(args, config, progress)
     return compare(config, variants(args), progress=progress)
+
+
+def _layout_arg(text: str) -> tuple[str, str]:
+    label, sep, layout = text.partition("=")
+    if not sep or not label.strip() or not layout.strip():
+        raise argparse.ArgumentTypeError(f"expected LABEL=LAYOUT, got {text!r}")
+    return label.strip(), layout.strip()
+
+
+def layout_of(config: SimConfig, text: str) -> SimConfig:
+    """A what-if on ``config``'s fleet, from ``--layouts`` text (see its help)."""
+    op, _, rest = text.partition(":")
+    bits = rest.split(":")
+    try:
+        if text == "as-is":
+            return config
+        if op == "merge" and len(bits) == 1:
+            return config.merge_clusters(*bits[0].split("+"))
+        if op == "split" and len(bits) == 2:
+            return config.split_cluster(bits[0], int(bits[1]))
+        if op == "move" and len(bits) == 3:
+            return config.move_gpus(bits[0], bits[1], int(bits[2]))
+        if op == "resize" and len(bits) == 2:
+            return config.resize_cluster(bits[0], int(bits[1]))
+    except ValueError as err:
+        if isinstance(err, ParamError):
+            raise
+        raise UsageError(f"--layouts {text}: {err}") from None
+    return config.with_params(clusters=text)
+
+
+def compare_layouts(args: argparse.Namespace, config: SimConfig, progress: bool) -> list[SimResult]:
+    """compare --layouts: one policy on several layouts of the fleet, the same workload."""
+    from .runs.simulate import compare_fleets
+
+    if not config.clusters:
+        raise UsageError("--layouts: the run has one cluster; give --clusters or a fleet scenario")
+    chosen = args.policies is not DEFAULT_POLICIES  # (argparse hands the default object back)
+    if args.pairing or args.repairs or (chosen and len(args.policies) > 1):
+        raise UsageError("--layouts: compare one policy (--policies NAME) across layouts")
+    policy = args.policies[0] if chosen else "impactful"
+    config = config.with_params(policy=policy)
+    layouts = {label: layout_of(config, text) for label, text in args.layouts}
+    return compare_fleets(config, layouts, progress=progress)
 
 
 def check_size(size: SizeEstimate | None, runs: int, long_run: bool) -> None:
@@ -431,9 +497,37 @@ def format_kinds(by_kind: dict[str, dict]) -> list[str]:
     return lines
 
 
-def format_comparison(summaries: list[dict]) -> str:
-    """Policies side by side: headline metrics and p50/p90 waits per kind."""
-    head = f"  {'':{W}}" + "".join(f"{s['policy']:>12}" for s in summaries)
+#: The per-cluster table of a fleet's run: (metric, heading, format, scale).
+CLUSTER_CELLS = (
+    ("gpus", "GPUs", "d", 1.0),
+    ("occupancy", "occupancy", ".3f", 1.0),
+    ("utilization", "utilization", ".3f", 1.0),
+    ("impact", "impact", ".3f", 1.0),
+    ("impact_useful", "impact useful", ".3f", 1.0),
+    ("preemptions", "preemptions", "d", 1.0),
+    ("wait_p90_s.all", "wait p90 (h)", ".1f", 1 / 3600),
+    ("queued_at_end", "queued at end", "d", 1.0),
+)
+
+
+def format_clusters(table: Any) -> str:
+    """A fleet's run, one line per cluster and one for the organisation (ratios of sums)."""
+    cells = [cell for cell in CLUSTER_CELLS if cell[0] in table.columns]
+    lines = ["  " + f"{'cluster':14}" + "".join(f"{cell[1]:>14}" for cell in cells)]
+    for row in table.to_dict("records"):
+        out = [
+            f"{int(row[key]):14d}" if fmt == "d" else _cell(row[key] * scale, fmt, 14)
+            for key, _, fmt, scale in cells
+        ]
+        lines.append(f"  {row['cluster']:14}" + "".join(out))
+    return "\n".join(lines)
+
+
+def format_comparison(summaries: list[dict], labels: list[str] | None = None) -> str:
+    """Runs side by side (headed by ``labels``, default their policies): headline metrics and
+    p50/p90 waits per kind."""
+    labels = labels or [s["policy"] for s in summaries]
+    head = f"  {'':{W}}" + "".join(f"{label:>12}" for label in labels)
     lines = [
         f"{summaries[0]['jobs']} jobs on {summaries[0]['gpus']} GPUs, {_window(summaries[0])}",
         head,
@@ -441,7 +535,9 @@ def format_comparison(summaries: list[dict]) -> str:
     for name in (*shown(summaries), "sim_wall_s"):
         lines.append(f"  {name:{W}}" + "".join(_cell(s[name], ".3f", 12) for s in summaries))
     lines.append("  queued jobs at the window's start and at the end of each quarter:")
-    lines += [f"    {s['policy']:22} {queue_path(s['queue_quarters'])}" for s in summaries]
+    lines += [
+        f"    {label:22} {queue_path(s['queue_quarters'])}" for label, s in zip(labels, summaries)
+    ]
     if any(s["repair"] is not None for s in summaries):  # human repairs follow from these inputs
         lines.append(
             f"  {'repair (mode)':{W}}" + "".join(f"{s['repair'] or '-':>12}" for s in summaries)
@@ -483,9 +579,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.out.mkdir(exist_ok=True)
         for result in results:
             if args.out:
-                result.save(
-                    args.out / result.config.policy if args.command == "compare" else args.out
-                )
+                result.save(args.out / result.run if args.command == "compare" else args.out)
     except (
         UsageError,
         ParamError,
@@ -499,12 +593,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"impactlab: error: {err}", file=sys.stderr)
         return 2
     summaries = [json_ready(r.summary()) for r in results]
+    fleets = [r.by_cluster() if r.config.clusters else None for r in results]
     if args.json:
+        for summary, table in zip(summaries, fleets):
+            if table is not None:
+                summary["clusters"] = [json_ready(row) for row in table.to_dict("records")]
         text = json.dumps(summaries[0] if args.command == "simulate" else summaries)
     elif args.command == "simulate":
         text = format_table(summaries[0])
+        if fleets[0] is not None:
+            text += "\n\n" + format_clusters(fleets[0])
     else:
-        text = format_comparison(summaries)
+        text = format_comparison(summaries, [r.run for r in results])
+        text += "".join(
+            f"\n\n{r.run}:\n" + format_clusters(t) for r, t in zip(results, fleets) if t is not None
+        )
     try:
         print(text)
     except BrokenPipeError:  # e.g. piped into `head`

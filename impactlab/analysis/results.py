@@ -95,9 +95,10 @@ class SimResult:
         head = derived[0]
         knobs = frozenset(p.name for p in policy_params(self.config.policy))
         warnings = [f.message for f in findings(head, self.run, knobs)]
-        # A fleet's totals can hide one cluster's backlog or thrashing: each cluster's say too.
-        for name, part in self.per_cluster.items():
-            warnings += [f"cluster {name}: {message}" for message in part.warnings]
+        # A fleet's totals can hide one cluster's backlog or thrashing: each cluster's say too
+        # (each names its cluster: "<run> on <cluster>: ...").
+        for part in self.per_cluster.values():
+            warnings += part.warnings
         head["warnings"] = warnings
         for message in warnings if self.log_warnings else ():
             log.warning("%s", message)
@@ -115,7 +116,7 @@ class SimResult:
                 cluster_events(self.events, self.config, k),
                 self.sim_wall_s,
                 provenance=self.provenance,
-                label=f"{self.run} / {spec.name}",
+                label=f"{self.run} on {spec.name}",
                 log_warnings=False,
             )
             for k, spec in enumerate(self.config.clusters)

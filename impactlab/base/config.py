@@ -854,6 +854,76 @@ class SimConfig:
             budget_shares={**self.budget_shares, **shares},
         )
 
+    # ----- what-ifs on a fleet's layout (the same trace, the clusters rearranged) ---------
+    def _fleet_index(self, name: str) -> int:
+        names = [c.name for c in self.clusters]
+        if name not in names:
+            known = ", ".join(names) or "none: this run has one cluster"
+            raise ParamError(f"no cluster {name!r}; the fleet's: {known}")
+        return names.index(name)
+
+    def _with_fleet(self, clusters: list[ClusterSpec]) -> SimConfig:
+        kept = {c.name for c in clusters}
+        plan = tuple(w for w in self.maintenance if not w.cluster or w.cluster in kept)
+        return replace(self, clusters=tuple(clusters), maintenance=plan)
+
+    def merge_clusters(self, *names: str, into: str | None = None) -> SimConfig:
+        """A copy whose clusters ``names`` are one cluster (named ``into``, default the first
+        name), as large as they were together, in the first one's place; it runs every job
+        that named any of them. Maintenance windows naming a merged cluster are dropped."""
+        if len(names) < 2:
+            raise ParamError("merge_clusters: name at least two clusters")
+        ks = sorted({self._fleet_index(n) for n in names})
+        merged = ClusterSpec(
+            into or names[0],
+            sum(self.clusters[k].gpus for k in ks),
+            tuple(dict.fromkeys(n for k in ks for n in self.clusters[k].names)),
+        )
+        rest = [c for k, c in enumerate(self.clusters) if k not in ks[1:]]
+        return self._with_fleet([merged if c is self.clusters[ks[0]] else c for c in rest])
+
+    def split_cluster(self, name: str, parts: int | list[int] = 2) -> SimConfig:
+        """A copy where cluster ``name`` is several (``name-1``, ``name-2``, ...): ``parts``
+        equal ones (whole nodes, the first ones larger by a node when it does not divide), or
+        the listed GPUs, which must add up to its own. Each runs the jobs that named it, by the
+        usual rule (least work per GPU)."""
+        k = self._fleet_index(name)
+        old, per = self.clusters[k], self.gpus_per_node
+        if isinstance(parts, int):
+            nodes = old.gpus // per
+            if not 2 <= parts <= nodes:
+                raise ParamError(f"split_cluster: {name} has {nodes} nodes; split it in 2..{nodes}")
+            sizes = [(nodes // parts + (i < nodes % parts)) * per for i in range(parts)]
+        else:
+            sizes = [int(g) for g in parts]
+            if len(sizes) < 2 or sum(sizes) != old.gpus:
+                raise ParamError(
+                    f"split_cluster: the parts must be two or more and add up to {name}'s "
+                    f"{old.gpus} GPUs, got {sizes}"
+                )
+        pieces = [ClusterSpec(f"{name}-{i + 1}", g, old.names) for i, g in enumerate(sizes)]
+        return self._with_fleet([*self.clusters[:k], *pieces, *self.clusters[k + 1 :]])
+
+    def move_gpus(self, source: str, target: str, gpus: int) -> SimConfig:
+        """A copy with ``gpus`` (whole nodes) moved from cluster ``source`` to ``target``."""
+        a, b = self._fleet_index(source), self._fleet_index(target)
+        if a == b or gpus <= 0 or gpus % self.gpus_per_node or gpus >= self.clusters[a].gpus:
+            raise ParamError(
+                f"move_gpus: move whole nodes ({self.gpus_per_node} GPUs each) between two "
+                f"clusters, leaving {source} at least one node; got {gpus} GPUs"
+            )
+        sizes = {a: self.clusters[a].gpus - gpus, b: self.clusters[b].gpus + gpus}
+        return self._with_fleet(
+            [replace(c, gpus=sizes.get(k, c.gpus)) for k, c in enumerate(self.clusters)]
+        )
+
+    def resize_cluster(self, name: str, gpus: int) -> SimConfig:
+        """A copy with cluster ``name`` at ``gpus`` GPUs (the fleet grows or shrinks)."""
+        k = self._fleet_index(name)
+        return self._with_fleet(
+            [replace(c, gpus=gpus) if i == k else c for i, c in enumerate(self.clusters)]
+        )
+
     def with_maintenance(self, *windows: Maintenance | Mapping[str, Any]) -> SimConfig:
         """A copy with this maintenance plan (replacing any other; none: no maintenance)."""
         return replace(self, maintenance=maintenance_plan(list(windows)))

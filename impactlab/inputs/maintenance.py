@@ -3,7 +3,8 @@
 A window has ``announce_h`` and ``down_h`` (hours from the start of the run), ``hours`` down
 (default 4), either ``nodes`` (node numbers, from 0) or ``share`` (of the cluster's nodes),
 ``at_deadline`` (``stop`` or ``wait``), ``early`` (true: a node goes down as soon as it is
-empty; false: not before ``down_h``) and an optional ``name``::
+empty; false: not before ``down_h``), an optional ``name`` and, in a fleet, the ``cluster``
+whose nodes it takes (none: its share of every cluster)::
 
     # maintenance.yaml
     - {name: rack-3, announce_h: 192, down_h: 216, hours: 6, nodes: [24, 25, 26, 27]}

@@ -8,6 +8,14 @@
     budgets: {name: root, children: [...]}   # optional; leaves = projects
     maintenance: [{announce_h: 192, down_h: 216, share: 0.25}]   # optional (inputs.maintenance)
 
+A fleet lists its clusters instead of the cluster's ``gpus`` (``cluster`` then holds
+``gpus_per_node`` and ``fair_share``)::
+
+    cluster: {gpus_per_node: 8, fair_share: organisation}
+    clusters:
+      - {name: jupiter, gpus: 1024}
+      - {name: saturn, gpus: 256}
+
 ``load_scenario`` returns the ``SimConfig`` and the tree; the tree replaces the synthetic
 organisation's (its leaves should name the generator's projects ``p00, p01, ...``).
 """
@@ -19,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..base.config import SimConfig, parameters
+from ..base.config import SimConfig, fleet_from, parameters
 from ..base.files import InputFileError, find_input, read_yaml
 from ..base.params import ParamError
 from .budgets import BudgetError, BudgetTree
@@ -30,9 +38,9 @@ class ScenarioError(ValueError):
     """A scenario file that cannot be used; the message names the file and key."""
 
 
-SECTIONS = {"name", "description", "cluster", "generator", "budgets", "maintenance"}
+SECTIONS = {"name", "description", "cluster", "clusters", "generator", "budgets", "maintenance"}
 #: Scenario sections hold the declared parameters of their group.
-CLUSTER_KEYS = {p.name for p in parameters() if p.group == "cluster"}
+CLUSTER_KEYS = {p.name for p in parameters() if p.group in ("cluster", "fleet")}
 GENERATOR_KEYS = {p.name for p in parameters() if p.group == "workload"}
 
 
@@ -71,6 +79,15 @@ def load_scenario(path: str | Path, policy: str = "impactful") -> Scenario:
     if tree is not None and not tree.leaves:
         raise BudgetError(f"{path}: budgets: the tree has no projects")
     try:  # the config names the file for its tree, so that it alone rebuilds the run
+        fleet = spec.get("clusters")
+        if fleet is not None:
+            if not isinstance(fleet, list) or not fleet:
+                raise ScenarioError(f"{path}: clusters: a list of clusters (name, gpus)")
+            if "gpus" in cluster:
+                raise ScenarioError(
+                    f"{path}: cluster: gpus is the sum of the clusters' (drop it, or drop clusters)"
+                )
+            cluster = {**cluster, "clusters": fleet_from(fleet)}
         config = SimConfig(policy=policy).with_params(
             {**cluster, **gen, "budgets_path": given if tree is not None else None}
         )
@@ -105,6 +122,12 @@ def scenario_dict(
         "cluster": {k: flat[k] for k in ("gpus", "gpus_per_node")},
         "generator": gen,
     }
+    if config.clusters:
+        out["cluster"] = {"gpus_per_node": config.gpus_per_node, "fair_share": config.fair_share}
+        out["clusters"] = [
+            {"name": c.name, "gpus": c.gpus, **({"takes": list(c.takes)} if c.takes else {})}
+            for c in config.clusters
+        ]
     if tree is not None:
         out["budgets"] = tree.to_dict()
     if config.maintenance:

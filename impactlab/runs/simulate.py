@@ -15,7 +15,15 @@ import pandas as pd
 
 from ..analysis.fleet import combine_events, first_nodes
 from ..analysis.results import SimResult
-from ..base.config import PAIRINGS, WARMUP_DAYS, RepairMode, SimConfig, UnknownProjects
+from ..base.config import (
+    PAIRINGS,
+    WARMUP_DAYS,
+    ClusterSpec,
+    RepairMode,
+    SimConfig,
+    UnknownProjects,
+    fleet_from,
+)
 from ..base.params import ParamError
 from ..base.units import DAY_S
 from ..inputs.budget_io import check_projects
@@ -220,6 +228,29 @@ def compare(
         )
         for label, cfg in runs
     ]
+
+
+def compare_fleets(
+    config: SimConfig,
+    layouts: Mapping[str, SimConfig | str | Sequence[ClusterSpec]],
+    trace: pd.DataFrame | None = None,
+    budgets: BudgetTree | None = None,
+    *,
+    inputs: Inputs | None = None,
+    progress: Progress = None,
+) -> list[SimResult]:
+    """Replay one workload (``config``'s, built once) on several layouts of the fleet, under
+    ``config``'s policy: each layout is a config whose clusters are used (for example
+    ``config.merge_clusters("a", "b")``), or the clusters as text (``"a:88,b:256"``) or specs.
+    Jobs keep the cluster names of the workload; each layout sends them by its clusters'
+    ``takes`` and the usual rule. Results come back in order, labelled by the layouts' keys."""
+    variants: dict[str, dict[str, Any]] = {}
+    for label, layout in layouts.items():
+        clusters = layout.clusters if isinstance(layout, SimConfig) else fleet_from(layout)
+        if not clusters:
+            raise ParamError(f"compare_fleets: layout {label!r} has no clusters")
+        variants[label] = {"policy": config.policy, "clusters": clusters}
+    return compare(config, variants, trace, budgets, inputs=inputs, progress=progress)
 
 
 def pairing(name: str) -> dict[str, dict[str, Any]]:
