@@ -97,7 +97,7 @@ class SimResult:
         warnings = [f.message for f in findings(head, self.run, knobs)]
         # A fleet's totals can hide one cluster's backlog or thrashing: each cluster's say too
         # (each names its cluster: "<run> on <cluster>: ...").
-        for part in self.per_cluster.values():
+        for part in self.per_cluster.values() if len(self.per_cluster) > 1 else ():
             warnings += part.warnings
         head["warnings"] = warnings
         for message in warnings if self.log_warnings else ():
@@ -134,6 +134,24 @@ class SimResult:
         ]
         rows.append({"cluster": ORGANISATION, "gpus": self.config.gpus, **self.metrics()})
         return self._tagged(pd.DataFrame(rows))
+
+    def cluster_series(self, bucket_s: float | None = None) -> pd.DataFrame:
+        """A fleet's clusters over time, per time bucket and cluster, then the organisation (the
+        fleet as one: held over healthy GPU-time of every cluster, queues summed): cluster, t_h,
+        gpus, healthy_gpus, running_gpus, occupancy, queued_jobs, queued_gpus
+        (``tables.cluster_series``, from each cluster's ``pyramid_series`` and ``queue_series``);
+        ``bucket_s`` overrides the adaptive bucket."""
+        if not self.config.clusters:
+            raise ValueError("cluster_series: this run has one cluster (config.clusters is empty)")
+        bucket = bucket_s or tables.bucket_size(self.config.horizon_s)
+        parts = {**self.per_cluster, ORGANISATION: self}
+        frames = {
+            name: tables.cluster_series(
+                part.pyramid_series(bucket), part.queue_series(bucket), part.config.gpus
+            )
+            for name, part in parts.items()
+        }
+        return self._tagged(tables.stack_clusters(frames))
 
     @cached_property
     def _attempts(self) -> pd.DataFrame:

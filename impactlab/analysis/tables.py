@@ -411,6 +411,54 @@ def queue_series(events: pd.DataFrame, trace: pd.DataFrame, edges: np.ndarray) -
     )
 
 
+# ----- fleets --------------------------------------------------------------------------------------
+#: The columns of ``cluster_series`` after t_h and cluster.
+CLUSTER_SERIES = (
+    "gpus",
+    "healthy_gpus",
+    "running_gpus",
+    "occupancy",
+    "queued_jobs",
+    "queued_gpus",
+)
+
+
+def cluster_series(pyramid: pd.DataFrame, queue: pd.DataFrame, gpus: int) -> pd.DataFrame:
+    """One cluster's (or the organisation's) numbers per time bucket, from its ``pyramid_series``
+    and ``queue_series`` (on the same buckets): t_h, gpus (its GPUs), healthy_gpus and
+    running_gpus (time-averaged: healthy GPUs, and GPUs held on healthy nodes), occupancy (held
+    over healthy GPU-time, as in ``summary()``), queued_jobs and queued_gpus (time-averaged, every
+    kind of job)."""
+    wide = pyramid.pivot(index="t_h", columns="metric", values="value").sort_index()
+    queued = (
+        queue.groupby("t_h")[["queued_jobs", "queued_gpus"]]
+        .sum()
+        .reindex(wide.index, fill_value=0.0)  # a cluster without jobs has no kinds
+    )
+    healthy = wide["availability"].to_numpy(float) * gpus
+    occupancy = wide["occupancy"].to_numpy(float)
+    return pd.DataFrame(
+        {
+            "t_h": wide.index.to_numpy(float),
+            "gpus": int(gpus),
+            "healthy_gpus": healthy,
+            "running_gpus": occupancy * healthy,
+            "occupancy": occupancy,
+            "queued_jobs": queued["queued_jobs"].to_numpy(float),
+            "queued_gpus": queued["queued_gpus"].to_numpy(float),
+        }
+    )
+
+
+def stack_clusters(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per-cluster tables as one, in the dict's order, each row tagged by a first column
+    ``cluster`` (its key)."""
+    out = pd.concat(
+        [frame.assign(cluster=name) for name, frame in frames.items()], ignore_index=True
+    )
+    return out[["cluster", *(c for c in out.columns if c != "cluster")]]
+
+
 # ----- gantt ---------------------------------------------------------------------------------------
 def gantt(
     att: pd.DataFrame, jobs: pd.DataFrame, t0_s: float, t1_s: float, max_rows: int = 3000

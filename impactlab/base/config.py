@@ -880,7 +880,10 @@ class SimConfig:
             tuple(dict.fromkeys(n for k in ks for n in self.clusters[k].names)),
         )
         rest = [c for k, c in enumerate(self.clusters) if k not in ks[1:]]
-        return self._with_fleet([merged if c is self.clusters[ks[0]] else c for c in rest])
+        gone = {self.clusters[k].name for k in ks}
+        plan = tuple(w for w in self.maintenance if w.cluster not in gone)
+        merged_fleet = [merged if c is self.clusters[ks[0]] else c for c in rest]
+        return replace(self._with_fleet(merged_fleet), maintenance=plan)
 
     def split_cluster(self, name: str, parts: int | list[int] = 2) -> SimConfig:
         """A copy where cluster ``name`` is several (``name-1``, ``name-2``, ...): ``parts``

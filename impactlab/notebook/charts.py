@@ -26,8 +26,10 @@ from typing import Any, Literal
 import altair as alt
 import pandas as pd
 
+from ..analysis.catalog import BY_NAME as METRIC_INFO
 from ..analysis.catalog import label as metric_label
-from ..analysis.tables import OWED_HOLDERS
+from ..analysis.fleet import ORGANISATION
+from ..analysis.tables import OWED_HOLDERS, bucket_size
 from ..base.config import parameter
 from ..base.params import label
 from ..inputs.trace import KINDS
@@ -1489,6 +1491,263 @@ def maintenance(results: Any) -> alt.HConcatChart:
             "Planned maintenance: how long until the nodes are free, and at what cost",
             subtitle="Jobs still on a node at the deadline are evicted (or waited for, as planned).",
         )
+    )
+
+
+# ---------------------------------------------------------------- fleets (several clusters in one run)
+
+#: What ``fleet`` draws per cluster by default: the pyramid's shares, the p90 wait of all jobs
+#: (in hours) and the backlog at the end.
+FLEET_METRICS = (
+    "occupancy",
+    "utilization",
+    "impact",
+    "impact_useful",
+    "wait_p90_s.all",
+    "queued_at_end",
+)
+#: Behind the organisation's row (``fleet``) and its panels (``cluster_series``).
+ORGANISATION_FILL = "#ececec"
+#: The organisation in axis labels and headers.
+ORGANISATION_TEXT = "organisation"
+#: Rows ``cluster_series`` may embed, over every run and cluster: its buckets are sized to fit.
+FLEET_SERIES_ROWS = 600
+_IS_ORGANISATION = f"datum.value == '{ORGANISATION}'"
+_ORGANISATION_LABEL = f"{_IS_ORGANISATION} ? '{ORGANISATION_TEXT}' : datum.label"
+
+
+def _fleet_results(results: Any, what: str) -> list:
+    """``as_results``, refusing a run of one cluster (it has no clusters to compare)."""
+    rs = as_results(results)
+    single = [r.run for r in rs if not r.config.clusters]
+    if single:
+        raise ValueError(
+            f"{what} draws fleets, and run(s) {single} have one cluster (config.clusters is "
+            "empty): simulate several, e.g. SimConfig(clusters='a:88,b:128'), or compare layouts "
+            "with impactlab.compare_fleets"
+        )
+    return rs
+
+
+def _cluster_order(clusters: pd.Series) -> list[str]:
+    """The clusters in the order the runs list them, the organisation last."""
+    names = [c for c in dict.fromkeys(clusters.astype(str)) if c != ORGANISATION]
+    return [*names, ORGANISATION]
+
+
+def _cluster_axis(**kwargs: Any) -> alt.Axis:
+    """A cluster axis with the organisation's label in bold and in words."""
+    return alt.Axis(
+        labelExpr=_ORGANISATION_LABEL,
+        labelFontWeight={
+            "condition": {"test": _IS_ORGANISATION, "value": "bold"},
+            "value": "normal",
+        },
+        **kwargs,
+    )
+
+
+FleetKind = Literal["share", "hours", "count", "number"]
+#: How ``fleet`` writes a value beside its bar, per kind of metric.
+_FLEET_TEXT = {"share": "{:.1%}", "hours": "{:,.1f} h", "count": "{:,.0f}", "number": "{:,.4g}"}
+
+
+def _fleet_metric(metric: str) -> tuple[float, str, str, FleetKind]:
+    """How ``fleet`` draws a metric: divisor to its unit, panel title, axis title and its kind
+    (a share is drawn in %, from 0 to 1; a duration in hours; a count on whole numbers)."""
+    if _is_duration(metric):
+        return 3600.0, metric_title(metric, "h"), "hours", "hours"
+    if _is_share(metric):
+        return 1.0, metric_title(metric), "share", "share"
+    info = METRIC_INFO.get(metric)
+    unit = info.unit if info is not None else ""
+    kind: FleetKind = "count" if unit in ("jobs", "count", "flag") else "number"
+    return 1.0, metric_title(metric), unit or "value", kind
+
+
+def fleet(
+    results: Any, metrics: Sequence[str] = FLEET_METRICS, columns: int = 2
+) -> alt.ConcatChart:
+    """A fleet's headline metrics per cluster, one panel per metric (each in its unit): a bar per
+    cluster and run (colour: run), the organisation last, in bold on a grey band (the fleet as
+    one: ratios of sums, not means of the clusters). For one fleet result or several (layouts
+    from ``compare_fleets``, or policies); refuses a run of one cluster."""
+    rs = _fleet_results(results, "charts.fleet")
+    metrics = list(metrics)
+    if not metrics:
+        raise ValueError("charts.fleet: no metrics to draw")
+    table = _table(rs, "by_cluster")
+    unknown = [m for m in metrics if m not in table.columns]
+    if unknown:
+        raise ValueError(
+            f"charts.fleet: no metric(s) {unknown} in by_cluster(); e.g. {', '.join(FLEET_METRICS)}"
+        )
+    order = _cluster_order(table["cluster"])
+    parts = []
+    for metric in metrics:
+        per, title, _, kind = _fleet_metric(metric)
+        values = pd.to_numeric(table[metric], errors="coerce") / per
+        parts.append(
+            pd.DataFrame(
+                {
+                    "run": table["run"],
+                    "cluster": table["cluster"].astype(str),
+                    "gpus": table["gpus"].astype(int),
+                    "metric": metric,
+                    "label": title,
+                    "value": values,
+                    "text": values.map(
+                        lambda v, f=_FLEET_TEXT[kind]: "n/a" if pd.isna(v) else f.format(v)
+                    ),
+                }
+            )
+        )
+    data = pd.concat(parts, ignore_index=True)
+    cell = (WIDTH - 110 * columns) // max(columns, 1)
+    height = len(order) * (14 * len(rs) + 10)
+    panels = [_fleet_panel(rs, metric, order, cell, height) for metric in metrics]
+    return alt.ConcatChart(concat=panels, columns=columns, data=data).properties(
+        title=alt.Title(
+            "Clusters of the fleet: headline metrics per cluster (reporting window)",
+            subtitle=[
+                "one bar per run; in bold on a grey band: the organisation, every cluster as one",
+                "(ratios of sums over the fleet, not means of the clusters' values)",
+            ],
+        )
+    )
+
+
+def _fleet_panel(
+    rs: list, metric: str, order: list[str], width: int, height: int
+) -> alt.LayerChart:
+    """One metric of ``fleet``: bars per cluster and run, their values beside them."""
+    _, title, axis_title, kind = _fleet_metric(metric)
+    share = kind == "share"
+    clusters = alt.Scale(domain=order, paddingInner=0.2, paddingOuter=0.1)
+    y = alt.Y("cluster:N", sort=order, scale=clusters, title=None, axis=_cluster_axis())
+    scale = alt.Scale(domain=[0, 1]) if share else alt.Scale(zero=True)
+    axis = (
+        alt.Axis(format="%", title=axis_title)
+        if share
+        else count_axis(title=axis_title)
+        if kind == "count"
+        else alt.Axis(title=axis_title)
+    )
+    mine = alt.Chart().transform_filter(alt.datum.metric == metric)
+    band = (
+        mine.transform_filter((alt.datum.cluster == ORGANISATION) & (alt.datum.run == rs[0].run))
+        .mark_rect(color=ORGANISATION_FILL)
+        .encode(y=y, x=alt.value(0), x2=alt.value("width"))
+    )
+    rule = band.mark_rule(color="#888").encode(
+        y=alt.Y("cluster:N", sort=order, scale=clusters, bandPosition=0)
+    )
+    bars = mine.mark_bar().encode(
+        x=alt.X("value:Q", scale=scale, axis=axis),
+        y=y,
+        yOffset=alt.YOffset("run:N", sort=_runs(rs)),
+        color=_run_color(rs),
+        tooltip=[
+            "run:N",
+            alt.Tooltip("cluster:N", title="cluster"),
+            alt.Tooltip("gpus:Q", title="GPUs", format=",d"),
+            alt.Tooltip("label:N", title="metric"),
+            alt.Tooltip("text:N", title="value"),
+        ],
+    )
+    text = bars.mark_text(align="left", dx=3, fontSize=9, color="#333").encode(
+        text="text:N", color=alt.value("#333")
+    )
+    return alt.LayerChart(layer=[band, rule, bars, text]).properties(
+        width=width, height=height, title=title
+    )
+
+
+def cluster_series(results: Any) -> alt.HConcatChart:
+    """A fleet's clusters over time: occupancy (left) and jobs queued (right), time-averaged per
+    bucket, one row of panels per cluster and the organisation's last, a line per run. Buckets
+    are sized so that every run and cluster fit in ``FLEET_SERIES_ROWS`` rows; refuses a run of
+    one cluster."""
+    rs = _fleet_results(results, "charts.cluster_series")
+    lines = sum(len(r.config.clusters) + 1 for r in rs)
+    horizon = max(r.config.horizon_s for r in rs)
+    bucket_s = bucket_size(horizon, max(1, FLEET_SERIES_ROWS // lines))
+    table = _table(rs, "cluster_series", bucket_s=bucket_s).drop(columns="policy")
+    table = table.assign(day=_day(table["t_h"]))
+    order = _cluster_order(table["cluster"])
+    warm = pd.concat([_warmup_rows(rs, cluster=c) for c in order], ignore_index=True)
+    warm = warm.drop_duplicates(["cluster", "day_end"])
+    organisation = pd.DataFrame({"cluster": [ORGANISATION]})
+    data = _layers(series=table, warmup=warm, organisation=organisation)
+    tooltip = [
+        "run:N",
+        alt.Tooltip("cluster:N", title="cluster"),
+        alt.Tooltip("t_h:Q", title="bucket start (h)", format=".0f"),
+        alt.Tooltip("occupancy:Q", title="occupancy", format=".1%"),
+        alt.Tooltip("queued_jobs:Q", title="jobs queued (mean)", format=",.1f"),
+        alt.Tooltip("running_gpus:Q", title="GPUs held (mean)", format=",.0f"),
+        alt.Tooltip("healthy_gpus:Q", title="healthy GPUs (mean)", format=",.0f"),
+        alt.Tooltip("gpus:Q", title="GPUs", format=",d"),
+    ]
+    occupancy = alt.Y(
+        "occupancy:Q",
+        title=None,
+        axis=alt.Axis(format="%", tickCount=3),
+        scale=alt.Scale(domain=[0, 1]),
+    )
+    queued = alt.Y("queued_jobs:Q", title=None, axis=alt.Axis(tickCount=3))
+    panels = [
+        _cluster_panel(rs, data, order, y, tooltip, title, labels)
+        for y, title, labels in (
+            (occupancy, "occupancy (share of healthy GPUs held)", True),
+            (queued, "jobs queued (mean; each row its own scale)", False),
+        )
+    ]
+    return alt.hconcat(*panels).properties(
+        title=alt.Title(
+            f"Occupancy and queue per cluster over time (mean per {fmt_duration(bucket_s)})",
+            subtitle=[
+                "one line per run; last, on grey: the organisation, every cluster as one (GPUs held",
+                "over healthy GPUs of the fleet, queues summed); jobs queued: each row its own scale",
+                _WARMUP_NOTE,
+            ],
+        )
+    )
+
+
+def _cluster_panel(
+    rs: list,
+    data: pd.DataFrame,
+    order: list[str],
+    y: alt.Y,
+    tooltip: list,
+    title: str,
+    labels: bool,
+) -> alt.FacetChart:
+    """One measure of ``cluster_series``: a row per cluster (its own y scale), a line per run."""
+    shade = (
+        _only("organisation")
+        .mark_rect(color=ORGANISATION_FILL)
+        .encode(x=alt.value(0), x2=alt.value("width"), y=alt.value(0), y2=alt.value("height"))
+    )
+    line = (
+        _only("series")
+        .mark_line(interpolate="step-after", strokeWidth=1.5)
+        .encode(x=_time_x(), y=y, color=_run_color(rs), tooltip=tooltip)
+    )
+    header = alt.Header(
+        labelAngle=0,
+        labelAlign="left",
+        labelExpr=_ORGANISATION_LABEL,
+        labelFontWeight="bold",
+        labels=labels,
+    )
+    return (
+        alt.LayerChart(layer=[shade, _warmup_band(), line, _warmup_end()], data=data)
+        .properties(width=(WIDTH - 240) // 2, height=70)
+        .facet(row=alt.Row("cluster:N", sort=order, title=None, header=header))
+        .resolve_scale(y="independent")
+        .properties(title=alt.Title(title, fontSize=12))
     )
 
 

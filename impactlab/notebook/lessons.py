@@ -282,3 +282,32 @@ def maintenance_effect(planned: Any, baseline: Any) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+#: The columns of ``fleet_table``: metric -> heading (waits in hours).
+FLEET_COLUMNS = {
+    "gpus": "gpus",
+    "occupancy": "occupancy",
+    "impact": "impact",
+    "impact_useful": "impact_useful",
+    "jain": "jain",
+    "wait_p90_s.all": "wait_p90_h",
+    "wait_p90_s.pretrain": "pretrain_wait_p90_h",
+    "queued_at_end": "queued_at_end",
+}
+
+
+def fleet_table(results: Any) -> pd.DataFrame:
+    """Fleet runs side by side, one row per run and cluster (the organisation last in each
+    run): GPUs, occupancy, impact, impact on useful work, Jain's index, the p90 waits of all
+    jobs and of pretraining (hours), and jobs still queued at the end."""
+    frames = []
+    for r in as_results(results):
+        table = r.by_cluster()
+        cols = [c for c in FLEET_COLUMNS if c in table.columns]
+        out = table[["run", "cluster", *cols]].rename(columns=FLEET_COLUMNS)
+        for name in ("wait_p90_h", "pretrain_wait_p90_h"):
+            if name in out.columns:
+                out[name] = out[name] / 3600.0
+        frames.append(out)
+    return pd.concat(frames, ignore_index=True)

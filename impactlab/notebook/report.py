@@ -217,9 +217,48 @@ def result_sections(results: list[SimResult]) -> list[str]:
     return [
         section("Headline", table_html(table)),
         *notes,
+        *_clusters([r for r in results if r.config.clusters]),
         section("Charts", "".join(map(chart_html, figures))),
         section("Configs", configs),
     ]
+
+
+#: The per-cluster table of a fleet's report: by_cluster's column, its heading, and the
+#: divisor to the unit it is shown in (as the command line's per-cluster table).
+CLUSTER_COLUMNS = (
+    ("gpus", "GPUs", 1.0),
+    ("occupancy", "occupancy", 1.0),
+    ("utilization", "utilization", 1.0),
+    ("impact", "impact", 1.0),
+    ("impact_useful", "impact useful", 1.0),
+    ("preemptions", "preemptions", 1.0),
+    ("wait_p90_s.all", "wait p90 (h)", 3600.0),
+    ("queued_at_end", "queued at end", 1.0),
+)
+
+
+def _clusters(fleets: list[SimResult]) -> list[str]:
+    """The Clusters section of runs that are fleets (none without one): each cluster's headline
+    metrics and the organisation's, then the per-cluster charts."""
+    if not fleets:
+        return []
+    from . import charts
+
+    table = pd.concat([r.by_cluster() for r in fleets], ignore_index=True)
+    keys = ["run", "cluster"] if len(fleets) > 1 else ["cluster"]
+    shown = table[keys].copy()
+    for column, heading, per in CLUSTER_COLUMNS:
+        if column in table:
+            values = table[column] / per if per != 1.0 else table[column]
+            shown[heading] = values.map(_number)
+    note = (
+        "<p class='meta'>One row per cluster, each measured as a run of its own, and one for the "
+        "organisation: every cluster as one (ratios of sums over the fleet, not means of the "
+        "rows above). Reporting window.</p>"
+    )
+    figures = [charts.fleet(fleets), charts.cluster_series(fleets)]
+    body = note + table_html(shown) + "".join(map(chart_html, figures))
+    return [section("Clusters", body)]
 
 
 def _known_policy(name: str) -> bool:

@@ -28,7 +28,7 @@ from traitlets import TraitError
 
 from ..analysis.explain import story_choices
 from ..analysis.results import SimResult
-from ..base.config import SimConfig, parameters
+from ..base.config import SimConfig, fleet_text, parameters
 from ..base.files import DATA, find_input, shipped_files
 from ..base.params import Param, ParamError, label
 from ..base.registry import policy_names
@@ -49,7 +49,8 @@ MAIN = {"Cluster and workload": ("gpus", "days", "demand", "seed"), "Policy": ("
 HIDDEN = {"trace_path", "trace_format", "budgets_path", "gpus_per_node", "unknown_projects"}
 #: Tabs of the chart area: title -> chart function of a list of results.
 TABS: dict[str, Callable[[list[SimResult]], alt.TopLevelSpec]] = {
-    "Headline": charts.headline,
+    # (a fleet's headline is per cluster, with the organisation's row)
+    "Headline": lambda rs: charts.fleet(rs) if rs[0].config.clusters else charts.headline(rs),
     "Waits": charts.waits,
     "Shares": lambda rs: charts.shares(rs, level="program"),
     "Owed GPUs": charts.owed_split,
@@ -279,6 +280,17 @@ class Explorer(w.VBox):
             layout=w.Layout(width="auto", display="none"),
             style={"description_width": LABEL_WIDTH},
         )
+        self.fleet = w.Text(
+            value=fleet_text(self.base.clusters),
+            placeholder="name:GPUs, comma-separated",
+            description="clusters",
+            tooltip="clusters: the fleet's clusters as name:GPUs (e.g. a:88,b:256); edit to try "
+            "another layout on the same workload (name:GPUs:x+y also runs the jobs named x or y)",
+            continuous_update=False,
+            layout=w.Layout(width="auto", display="flex" if self.base.clusters else "none"),
+            style={"description_width": LABEL_WIDTH},
+        )
+        self.fleet.add_class("impactlab-param-clusters")
         self.upload = w.FileUpload(
             accept=".csv,.parquet,.json,.txt", multiple=False, layout=w.Layout(display="none")
         )
@@ -305,6 +317,7 @@ class Explorer(w.VBox):
                 self.workload,
                 self.file,
                 self.upload,
+                self.fleet,
                 *self._widgets(MAIN["Cluster and workload"]),
                 w.HTML("<b>Policy</b>"),
                 *self._widgets(MAIN["Policy"]),
@@ -328,10 +341,18 @@ class Explorer(w.VBox):
         self.children = [w.HTML(FIT_STYLE, layout=w.Layout(display="none")), columns]
         self.workload.observe(self._on_workload, names="value")
         self.file.observe(self._changed, names="value")
+        self.fleet.observe(self._changed, names="value")
+        self._show_fleet()
         self.upload.observe(self._on_upload, names="value")
         self.compare_box.observe(self._changed, names="value")
         self.policy_b.observe(self._changed, names="value")
         self.tabs.observe(lambda _: self._draw(), names="selected_index")
+
+    def _show_fleet(self) -> None:
+        """A fleet shows its clusters (editable) and its size as their sum (not a slider's)."""
+        fleet = bool(self.base.clusters) and self.scenario != "file"
+        self.fleet.layout.display = "flex" if fleet else "none"
+        self.controls["gpus"][1].disabled = fleet
 
     def _widgets(self, names: tuple[str, ...]) -> list[w.Widget]:
         return [self.controls[n][1] for n in names]
@@ -399,8 +420,17 @@ class Explorer(w.VBox):
         self.scenario = name
         if name in scenarios():
             self.base = load_scenario(scenarios()[name]).config
-            shown = {k: v for k, v in self.base.flat().items() if k in MAIN["Cluster and workload"]}
+            # every run control the scenario sets (its generator's knobs too), not only those
+            # on show: a control left at its old value would override the scenario's
+            shown = {
+                k: v
+                for k, v in self.base.flat().items()
+                if k in self.controls and not self.controls[k][0].policies and k != "policy"
+            }
             self.set_values(shown, run=False)
+            with self.hold():
+                self.fleet.value = fleet_text(self.base.clusters)
+        self._show_fleet()
         if name != "file" or self.file.value:
             self._changed()
         else:  # waiting for a trace file: the charts show the workload picked before
@@ -435,6 +465,11 @@ class Explorer(w.VBox):
             base = base.with_params(trace_path=str(trace_file(text)), budgets_path=None)
         elif self.scenario == SYNTHETIC:
             base = base.with_params(trace_path=None, budgets_path=None)
+        if base.clusters and self.scenario != "file":  # a fleet: its size is its clusters'
+            values.pop("gpus", None)
+            base = base.with_params(clusters=self.fleet.value.strip() or base.clusters)
+        elif base.clusters:
+            base = replace(base, clusters=())
         return base.with_params({**values, **self._shares()})
 
     def policies(self) -> list[str]:
@@ -611,6 +646,9 @@ class Explorer(w.VBox):
                 self.controls["policy"][1].value = values["policy"]  # rebuilds the knob controls
             for name, value in values.items():
                 if name == "policy":
+                    continue
+                if name == "clusters" and self.base.clusters:
+                    self.fleet.value = str(value)
                     continue
                 if name.startswith("share."):
                     self._set_share(name.removeprefix("share."), float(value))

@@ -244,13 +244,27 @@ def compare_fleets(
     ``config.merge_clusters("a", "b")``), or the clusters as text (``"a:88,b:256"``) or specs.
     Jobs keep the cluster names of the workload; each layout sends them by its clusters'
     ``takes`` and the usual rule. Results come back in order, labelled by the layouts' keys."""
-    variants: dict[str, dict[str, Any]] = {}
+    inputs = inputs or prepare(config, trace, budgets)
+    config = fit(config, inputs)
+    _check_load(config, inputs)
+    runs = []
     for label, layout in layouts.items():
-        clusters = layout.clusters if isinstance(layout, SimConfig) else fleet_from(layout)
+        if isinstance(layout, SimConfig):  # its clusters and its maintenance plan
+            clusters, plan = layout.clusters, layout.maintenance
+        else:  # the config's windows that still name a cluster of the layout (or none)
+            clusters = fleet_from(layout)
+            names = {c.name for c in clusters}
+            plan = tuple(w for w in config.maintenance if w.cluster in names or not w.cluster)
         if not clusters:
             raise ParamError(f"compare_fleets: layout {label!r} has no clusters")
-        variants[label] = {"policy": config.policy, "clusters": clusters}
-    return compare(config, variants, trace, budgets, inputs=inputs, progress=progress)
+        runs.append((label, replace(config, clusters=clusters, maintenance=plan)))
+    warmup_days = _shared_warmup_days(config, [cfg for _, cfg in runs])
+    return [
+        simulate(
+            replace(cfg, warmup_days=warmup_days), inputs=inputs, label=label, progress=progress
+        )
+        for label, cfg in runs
+    ]
 
 
 def pairing(name: str) -> dict[str, dict[str, Any]]:
