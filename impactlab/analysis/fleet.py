@@ -36,7 +36,7 @@ def _renumber(nodes: pd.Series, shift: int) -> pd.Series:
         text: ",".join(str(int(n) + shift) for n in text.split(",")) if text else text
         for text in texts
     }
-    return nodes.map(moved)
+    return nodes.map(moved).astype(object)  # (the log's dtype, not pandas' string dtype)
 
 
 def combine_events(frames: Sequence[pd.DataFrame], config: SimConfig) -> pd.DataFrame:

@@ -379,7 +379,17 @@ def maintenance_plan(value: Any) -> tuple[Maintenance, ...]:
 
 #: How a fleet charges fair-share usage: one meter for the organisation, or one per cluster.
 FAIR_SHARE_SCOPES = ("organisation", "cluster")
-_NAME_BREAKS = frozenset(",:+= ")  # characters a cluster's name cannot hold (its text form)
+_NAME_BREAKS = frozenset(",:+=")  # characters a cluster's name cannot hold (its text form)
+
+
+def _is_cluster_name(name: object) -> bool:
+    """A word that reads back from a fleet's text form: no space, ',', ':', '+' or '='."""
+    return (
+        isinstance(name, str)
+        and bool(name)
+        and not _NAME_BREAKS & set(name)
+        and not any(ch.isspace() for ch in name)
+    )
 
 
 @dataclass(frozen=True)
@@ -394,7 +404,7 @@ class ClusterSpec:
     takes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name or _NAME_BREAKS & set(self.name):
+        if not _is_cluster_name(self.name):
             raise ParamError(
                 "a cluster's name is a word without spaces, ',', ':', '+' or '=', "
                 f"got {self.name!r}"
@@ -404,7 +414,7 @@ class ClusterSpec:
                 f"cluster {self.name}: gpus must be a whole number >= 1, got {self.gpus!r}"
             )
         takes = (self.takes,) if isinstance(self.takes, str) else tuple(self.takes)
-        if any(not isinstance(t, str) or not t or _NAME_BREAKS & set(t) for t in takes):
+        if not all(_is_cluster_name(t) for t in takes):
             raise ParamError(
                 f"cluster {self.name}: takes names clusters (words), got {self.takes!r}"
             )
@@ -819,6 +829,8 @@ class SimConfig:
         out.update({f.name: getattr(self.health, f.name) for f in fields(HealthConfig)})
         out.update(self.knobs())
         out.update({SHARE_PREFIX + k: v for k, v in self.budget_shares.items()})
+        if self.clusters:  # (a fleet: its layout, as text; with_params reads it back)
+            out["clusters"] = fleet_text(self.clusters)
         return out
 
     def with_params(self, values: Mapping[str, Any] | None = None, /, **kv: Any) -> SimConfig:
@@ -833,7 +845,10 @@ class SimConfig:
         values = {**(values or {}), **kv}
         clusters = values.pop("clusters", None)
         if clusters is not None:
-            return replace(self, clusters=fleet_from(clusters)).with_params(values)
+            fleet = replace(self, clusters=fleet_from(clusters))
+            if fleet.clusters and "gpus" in values and GPUS.parse(values["gpus"]) == fleet.gpus:
+                del values["gpus"]  # (a fleet's flat form names its total as well)
+            return fleet.with_params(values)
         if self.clusters and "gpus" in values:
             raise ParamError(
                 "a fleet's GPUs are its clusters' (set clusters, e.g. 'a:88,b:256', not gpus)"
@@ -871,8 +886,8 @@ class SimConfig:
         """A copy whose clusters ``names`` are one cluster (named ``into``, default the first
         name), as large as they were together, in the first one's place; it runs every job
         that named any of them. Maintenance windows naming a merged cluster are dropped."""
-        if len(names) < 2:
-            raise ParamError("merge_clusters: name at least two clusters")
+        if len(set(names)) < 2:
+            raise ParamError(f"merge_clusters: name at least two clusters, got {list(names)}")
         ks = sorted({self._fleet_index(n) for n in names})
         merged = ClusterSpec(
             into or names[0],

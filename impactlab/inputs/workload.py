@@ -57,7 +57,9 @@ def prepare(
         tree = load_budgets(config.budgets_path)
     if trace is not None:
         loaded = "load_report" in trace.attrs  # from a loader (a real trace), not written by hand
-        trace, provenance = validate_trace(trace, max_gpus=config.gpus), {"source": "dataframe"}
+        # (in a fleet, the cluster each job may run on decides: inputs.fleet names the job)
+        max_gpus = None if config.clusters else config.gpus
+        trace, provenance = validate_trace(trace, max_gpus=max_gpus), {"source": "dataframe"}
         if loaded:
             trace, provenance = default_contract(trace, config, provenance)
     elif config.trace_path:
@@ -118,7 +120,7 @@ def read_trace(config: SimConfig) -> tuple[pd.DataFrame, dict[str, Any]]:
     loaded = load(
         path,
         config.trace_format,
-        max_gpus=config.gpus,
+        max_gpus=max(c.gpus for c in config.clusters) if config.clusters else config.gpus,
         oversize="skip" if config.skip_large else "error",
     )
     report = loaded.report
