@@ -804,7 +804,7 @@ def test_a_fleet_round_trips_through_its_flat_form():
         (lambda: fleet_from("a:88:b:c"), "is not name:gpus or name:gpus:a\\+b"),
         (lambda: fleet_from("a b:8"), "a cluster's name is a word without spaces"),
         (lambda: fleet_from("a:0"), "gpus must be a whole number >= 1"),
-        (lambda: fleet_from([{"name": "a"}]), "cluster 1: give its name and gpus"),
+        (lambda: fleet_from([{"name": "a"}]), "cluster 1: give its gpus"),
         (lambda: fleet_from([{"name": "a", "gpus": 8, "size": 1}]), "unknown key"),
         (lambda: fleet_from([3]), "cluster 1: expected a mapping"),
         (

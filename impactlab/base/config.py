@@ -15,9 +15,9 @@ import dataclasses
 import difflib
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from .params import FrozenMap, Param, ParamError, check_fields, declared, merge_knobs
 from .registry import check_knobs, policy_class, policy_names, policy_params
@@ -25,6 +25,7 @@ from .units import DAY_S
 
 log = logging.getLogger(__name__)
 
+_R = TypeVar("_R")  # a dataclass read from mappings (``_records``)
 RepairMode = Literal["automatic", "manual"]
 REPAIR_MODES: tuple[RepairMode, ...] = ("automatic", "manual")
 #: What happens to jobs whose project no budget funds: they run unallocated, or the run stops.
@@ -356,24 +357,32 @@ def check_maintenance(plan: tuple[Maintenance, ...], node_count: int) -> None:
 
 def maintenance_plan(value: Any) -> tuple[Maintenance, ...]:
     """A plan from what a caller gave: Maintenance windows, or mappings of their fields."""
+    return _records(value, Maintenance, lambda i: f"maintenance window {i}")
+
+
+def _records(value: Any, cls: type[_R], where: Callable[[int], str]) -> tuple[_R, ...]:
+    """``cls`` instances from what a caller gave: instances or mappings of their fields, one or
+    a list (none for None); errors name the ``i``-th item by ``where(i)``."""
     if value is None:
         return ()
-    if isinstance(value, (Maintenance, Mapping)):
+    if isinstance(value, (cls, Mapping)):
         value = [value]
     out = []
-    for i, w in enumerate(value):
-        if isinstance(w, Maintenance):
-            out.append(w)
-        elif isinstance(w, Mapping):
-            known = {f.name for f in fields(Maintenance)}
-            unknown = sorted(set(w) - known)
+    for i, item in enumerate(value):
+        if isinstance(item, cls):
+            out.append(item)
+        elif isinstance(item, Mapping):
+            known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+            unknown = sorted(set(item) - known)
             if unknown:
-                raise ParamError(
-                    f"maintenance window {i}: unknown key(s) {unknown}; known: {sorted(known)}"
-                )
-            out.append(Maintenance(**w))
+                raise ParamError(f"{where(i)}: unknown key(s) {unknown}; known: {sorted(known)}")
+            required = [f.name for f in fields(cls) if f.default is dataclasses.MISSING]  # type: ignore[arg-type]
+            missing = [name for name in required if name not in item]
+            if missing:
+                raise ParamError(f"{where(i)}: give its {' and '.join(missing)}")
+            out.append(cls(**item))
         else:
-            raise ParamError(f"maintenance window {i}: expected a mapping, got {w!r}")
+            raise ParamError(f"{where(i)}: expected a mapping, got {item!r}")
     return tuple(out)
 
 
@@ -448,25 +457,7 @@ def fleet_from(value: Any) -> tuple[ClusterSpec, ...]:
             takes = tuple(bits[2].split("+")) if len(bits) == 3 else ()
             specs.append(ClusterSpec(bits[0].strip(), int(bits[1]), takes))
         return tuple(specs)
-    if isinstance(value, (ClusterSpec, Mapping)):
-        value = [value]
-    out = []
-    for i, c in enumerate(value):
-        if isinstance(c, ClusterSpec):
-            out.append(c)
-        elif isinstance(c, Mapping):
-            known = {f.name for f in fields(ClusterSpec)}
-            unknown = sorted(set(c) - known)
-            if unknown:
-                raise ParamError(
-                    f"cluster {i + 1}: unknown key(s) {unknown}; known: {sorted(known)}"
-                )
-            if "name" not in c or "gpus" not in c:
-                raise ParamError(f"cluster {i + 1}: give its name and gpus")
-            out.append(ClusterSpec(**c))
-        else:
-            raise ParamError(f"cluster {i + 1}: expected a mapping, got {c!r}")
-    return tuple(out)
+    return _records(value, ClusterSpec, lambda i: f"cluster {i + 1}")
 
 
 def fleet_text(clusters: tuple[ClusterSpec, ...]) -> str:

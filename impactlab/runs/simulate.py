@@ -103,17 +103,18 @@ def simulate(
             ", ".join(late),
             config.horizon_s / 3600.0,
         )
-    began = time.perf_counter()
     with _progress_of(progress, config, label or config.policy) as report:
         if config.clusters:
             trace = assign_clusters(trace, config.clusters, _source(inputs))
-            events = run_fleet(config, trace, tree, policy, report)
+            events, wall = run_fleet(config, trace, tree, policy, report)
         else:
             jobs = jobs_from_trace(trace, tree, config.gpus_per_node)
             engine = make_engine(config, jobs, tree, policy)
-            events = events_frame(engine.run(report))
-            del engine, jobs
-    wall = time.perf_counter() - began
+            began = time.perf_counter()  # (the engine's run alone: sim_wall_s)
+            event_log = engine.run(report)
+            wall = time.perf_counter() - began
+            events = events_frame(event_log)
+            del engine, jobs, event_log
     log.info("%s: %d jobs, %d events in %.2f s", config.policy, len(trace), len(events), wall)
     result = SimResult(
         config,
@@ -173,10 +174,10 @@ def run_fleet(
     tree: BudgetTree,
     policy: Policy | None = None,
     progress: Callable[[float], None] | None = None,
-) -> pd.DataFrame:
+) -> tuple[pd.DataFrame, float]:
     """Run the clusters of ``config``'s fleet together on one clock (each job on the cluster
-    its ``cluster`` column names) and return the organisation's event log
-    (``impactlab.analysis.fleet``). Fair-share usage is the organisation's
+    its ``cluster`` column names); the organisation's event log (``impactlab.analysis.fleet``)
+    and the wall seconds of the run itself. Fair-share usage is the organisation's
     (``config.fair_share``), or each cluster's own."""
     org = Organisation(config.gpus) if config.fair_share == "organisation" else None
     fleet = Fleet(org)
@@ -184,8 +185,10 @@ def run_fleet(
     for k, (spec, first) in enumerate(zip(config.clusters, first_nodes(config))):
         jobs = jobs_from_trace(trace[trace[CLUSTER] == spec.name], tree, config.gpus_per_node)
         engines.append(make_engine(config, jobs, tree, policy, k, fleet, first))
+    began = time.perf_counter()
     fleet.run(config.horizon_s, [e.begin for e in engines], progress)
-    return combine_events([events_frame(e.log) for e in engines], config)
+    wall = time.perf_counter() - began
+    return combine_events([events_frame(e.log) for e in engines], config), wall
 
 
 def _source(inputs: Inputs) -> str:
