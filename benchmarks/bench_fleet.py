@@ -19,7 +19,7 @@ each policy three runs are timed, in CPU seconds (``time.process_time``) of the 
 The fleet runs are built as ``impactlab.runs.simulate.run_fleet`` builds them, and a lone run
 as ``simulate`` does, but only ``Fleet.run`` / ``Engine.run`` is timed: building the job
 records and engines, the event logs' frames and the organisation's combined log are left out
-(``SimResult.sim_wall_s`` would include them, and is wall time). The three runs of a policy are
+(the span ``SimResult.sim_wall_s`` times too, in wall seconds). The three runs of a policy are
 interleaved and their order rotates with each ``--repeat``; each keeps its best.
 
 Then each cluster's own log in (b) is checked against its log in (c). They must be the same
