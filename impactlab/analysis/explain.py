@@ -127,10 +127,12 @@ class Story:
 
     job_id: str
     steps: tuple[Step, ...]
+    #: In a fleet, the cluster the job ran on (its node numbers are that cluster's).
+    cluster: str = ""
 
     def text(self) -> str:
         """The story as lines of text, one per step (reasons indented below their wait)."""
-        lines = [f"job {self.job_id}"]
+        lines = [f"job {self.job_id}" + (f" on cluster {self.cluster}" if self.cluster else "")]
         for step in self.steps:
             lines.append(f"  {hours(step.t_s):>10}  {step.text}")
             lines += [f"  {'':>10}    - {why.text}" for why in step.why]

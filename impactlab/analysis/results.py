@@ -7,6 +7,7 @@ Headline numbers come from ``summary()`` (nested) or ``metrics()`` (flat, for sw
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -379,9 +380,9 @@ class SimResult:
     def explain(self, job_id: str) -> Story:
         """The story of one job in words, from the event log: waits and why, starts, preemptions
         (by whom and why), requeues, the end (``impactlab.analysis.explain``); ``.text()`` renders it."""
-        for part in self.per_cluster.values():  # a fleet's job is told on its own cluster
+        for name, part in self.per_cluster.items():  # a fleet's job: told on its own cluster
             if (part.trace["job_id"] == job_id).any():
-                return part.explain(job_id)
+                return dataclasses.replace(part.explain(job_id), cluster=name)
         return explain(self, job_id, self._records)
 
     @cached_property
