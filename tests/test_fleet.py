@@ -1093,7 +1093,8 @@ def test_the_story_of_a_fleet_job_is_told_on_its_cluster_with_its_nodes():
     mine = own[(own["job_id"] == start["job_id"]) & (own["event"] == "start")]
     assert str(local) in set(mine["nodes"])
     story = result.explain(start["job_id"])
-    assert story.job_id == start["job_id"]
+    assert story.job_id == start["job_id"] and story.cluster == "b"
+    assert story.text().startswith(f"job {start['job_id']} on cluster b\n"), story.text()
     assert f"started on node {local}" in story.text(), story.text()
 
 
