@@ -9,6 +9,7 @@ import json
 import logging
 import math
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -288,11 +289,11 @@ def base_config(args: argparse.Namespace) -> SimConfig:
 
         plan = load_maintenance(args.maintenance)
         base = dataclasses.replace(base, maintenance=())
-    if getattr(args, "clusters", None):
-        base = base.with_params(clusters=args.clusters)
     values = given(args)
     knobs = {p.name for p in parameters() if p.policies}
     run = {k: v for k, v in values.items() if k not in knobs}
+    if getattr(args, "clusters", None):  # (with the flags: --gpus-per-node checks it)
+        run["clusters"] = args.clusters
     if args.command == "simulate":
         run = {**run, "policy": args.policy, **{k: values[k] for k in values if k in knobs}}
     config = base.with_params(run)
@@ -348,7 +349,13 @@ def run(args: argparse.Namespace) -> list[SimResult]:
 
     config = base_config(args)
     size = estimate_size(config)
-    runs = 1 if args.command == "simulate" else len(args.policies)
+    runs = (
+        1
+        if args.command == "simulate"
+        else len(args.layouts)
+        if args.layouts
+        else len(args.policies)
+    )
     check_size(size, runs, args.long_run)
     progress = (
         args.progress if args.progress is not None else bool(size and size.jobs > PROGRESS_JOBS)
@@ -399,7 +406,23 @@ def compare_layouts(args: argparse.Namespace, config: SimConfig, progress: bool)
     if args.pairing or args.repairs or (chosen and len(args.policies) > 1):
         raise UsageError("--layouts: compare one policy (--policies NAME) across layouts")
     policy = args.policies[0] if chosen else "impactful"
-    config = config.with_params(policy=policy)
+    every_knob = {p.name for p in parameters() if p.policies}
+    knobs = {k: v for k, v in given(args).items() if k in every_knob}
+    mine = {p.name for p in policy_params(policy)}
+    if set(knobs) - mine:
+        raise UsageError(f"{', '.join(sorted(set(knobs) - mine))}: not a knob of {policy}")
+    config = config.with_params(policy=policy, **knobs)
+    labels = [label for label, _ in args.layouts]
+    twice = sorted({label for label in labels if labels.count(label) > 1})
+    if twice:
+        raise UsageError(f"--layouts: the label {twice[0]!r} is given twice")
+    unsafe = [
+        label for label in labels if not re.fullmatch(r"[\w.+-]+", label) or label in (".", "..")
+    ]
+    if unsafe:  # (a label names the run's folder under --out)
+        raise UsageError(
+            f"--layouts: label {unsafe[0]!r}: use letters, digits, '.', '_', '+' or '-'"
+        )
     layouts = {label: layout_of(config, text) for label, text in args.layouts}
     return compare_fleets(config, layouts, progress=progress)
 

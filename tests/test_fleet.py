@@ -42,9 +42,9 @@ from impactlab import (
     prepare,
     simulate,
 )
-from impactlab.analysis.fleet import ORGANISATION, cluster_events, combine_events, first_nodes
+from impactlab.analysis.fleet import cluster_events, combine_events, first_nodes
 from impactlab.analysis.results import SimResult, metrics_frame
-from impactlab.base.config import fleet_from, fleet_text
+from impactlab.base.config import ORGANISATION, fleet_from, fleet_text
 from impactlab.base.gangs import held_gpus, nodes_needed
 from impactlab.cli import main
 from impactlab.inputs.fleet import assign_clusters
@@ -1230,3 +1230,52 @@ def test_a_short_run_of_the_shipped_fleet_scenario_reports_every_cluster():
     assert list(table["cluster"]) == [*(c.name for c in scenario.config.clusters), ORGANISATION]
     assert (table["jobs"] > 0).all() and (table["occupancy"] > 0.5).all()
     assert table["jobs"].iloc[-1] == table["jobs"].iloc[:-1].sum()
+
+
+# ----- fixes after review --------------------------------------------------------------------
+def test_no_cluster_may_take_the_name_of_the_organisations_row():
+    with pytest.raises(ParamError, match="organisation"):
+        SimConfig(clusters="organisation:16,b:8")
+
+
+def test_clusters_are_checked_against_the_node_size_given_with_them():
+    config = SimConfig().with_params(gpus_per_node=4, clusters="a:12,b:8")
+    assert config.gpus_per_node == 4 and config.gpus == 20
+    assert SimConfig.from_flat(config.flat()).clusters == config.clusters
+
+
+def test_cli_layouts_refuse_twice_the_same_label_and_unsafe_folder_names(capsys):
+    common = ("compare", "--clusters", "a:16,b:8", "--days", "1", "--layouts")
+    code, _, err = cli(capsys, *common, "x=as-is", "x=merge:a+b")
+    assert code == 2 and "given twice" in err
+    code, _, err = cli(capsys, *common, "..=as-is")
+    assert code == 2 and "'..'" in err
+
+
+def test_cli_layouts_apply_the_policys_knobs(capsys):
+    argv = ("compare", "--clusters", "a:16,b:8", "--days", "1", "--layouts", "x=as-is")
+    code, out, _ = cli(capsys, *argv, "--policies", "impactful", "--cap-hours", "2", "--json")
+    assert code == 0
+    code, out2, _ = cli(capsys, *argv, "--policies", "impactful", "--json")
+    assert json.loads(out)[0]["preemptions"] != json.loads(out2)[0]["preemptions"]
+    code, _, err = cli(capsys, *argv, "--policies", "fifo", "--cap-hours", "2")
+    assert code == 2 and "cap_hours: not a knob of fifo" in err
+
+
+def test_a_fleets_backlog_advice_names_its_clusters_not_gpus():
+    long = [(f"a{i}", float(i), 8, DAY_S, "a") for i in range(30)]
+    config = SimConfig(policy="fifo", days=2.0, warmup_days=0.0).with_params(clusters="a:8,b:8")
+    result = simulate(config, trace=rows(*long))
+    backlog = [w for w in result.warnings if "a backlog" in w]
+    assert backlog and all("resize_cluster" in w and "(gpus)" not in w for w in backlog)
+
+
+def test_unnamed_windows_keep_their_place_in_the_fleets_plan_as_their_name():
+    config = SimConfig(days=2).with_params(clusters="a:64,b:32")
+    config = config.with_maintenance(
+        {"announce_h": 10, "down_h": 12, "share": 0.25, "cluster": "a"},
+        {"announce_h": 20, "down_h": 22, "share": 0.25, "cluster": "b"},
+        {"announce_h": 30, "down_h": 32, "share": 0.25},
+    )
+    assert [w.name for w in config.cluster_maintenance(0)] == ["window 0", "window 2"]
+    assert [w.name for w in config.cluster_maintenance(1)] == ["window 1", "window 2"]

@@ -14,8 +14,8 @@ from helpers import run_tiny
 
 import impactlab as il
 from impactlab import charts
-from impactlab.analysis.fleet import ORGANISATION
 from impactlab.analysis.tables import CLUSTER_SERIES
+from impactlab.base.config import ORGANISATION
 from impactlab.notebook import report
 
 H = 3600.0

@@ -39,11 +39,16 @@ class Finding:
 
 
 def findings(
-    summary: Mapping[str, Any], run: str, knobs: frozenset[str] = frozenset()
+    summary: Mapping[str, Any], run: str, knobs: frozenset[str] = frozenset(), fleet: bool = False
 ) -> list[Finding]:
     """The findings of one run's ``summary()``; ``knobs`` are the parameters its policy declares
-    (to name the one that changes the outcome)."""
-    found = [_thrashing(summary, run, knobs), _backlog(summary, run), _impact_gap(summary, run)]
+    (to name the one that changes the outcome); ``fleet``: the run is a fleet's, or one of its
+    clusters (more GPUs come from its clusters' sizes, not from ``gpus``)."""
+    found = [
+        _thrashing(summary, run, knobs),
+        _backlog(summary, run, fleet),
+        _impact_gap(summary, run),
+    ]
     return [f for f in found if f is not None]
 
 
@@ -82,7 +87,7 @@ def _protection_advice(knobs: frozenset[str]) -> str:
     return "this policy has no contract to protect them (under legacy, only an opt-out does: preemptible=False)"
 
 
-def _backlog(s: Mapping[str, Any], run: str) -> Finding | None:
+def _backlog(s: Mapping[str, Any], run: str, fleet: bool = False) -> Finding | None:
     share = _number(s.get("queued_at_end_share"))
     median = _number(((s.get("wait_s") or {}).get("all") or {}).get("p50"))
     if not (share > QUEUED_SHARE or median > MEDIAN_WAIT_S or s.get("backlog_growing")):
@@ -95,8 +100,13 @@ def _backlog(s: Mapping[str, Any], run: str) -> Finding | None:
         f"are still queued at the end (queue over the window: {quarters}) and the median job "
         f"waited {waited} to start (warned above {QUEUED_SHARE:.0%} queued, a "
         f"{MEDIAN_WAIT_S / HOUR_S:g} h median or a queue growing through the window); the "
-        "results leave that work out: if it should have run, give the cluster more GPUs "
-        "(gpus), and if its owners would have given up, the jobs a patience (patience_hours)",
+        "results leave that work out: if it should have run, give "
+        + (
+            "its clusters more GPUs (clusters; resize_cluster, move_gpus)"
+            if fleet
+            else "the cluster more GPUs (gpus)"
+        )
+        + ", and if its owners would have given up, the jobs a patience (patience_hours)",
     )
 
 

@@ -17,9 +17,6 @@ import pandas as pd
 
 from ..base.config import SimConfig
 
-#: The organisation's row in per-cluster tables.
-ORGANISATION = "organisation"
-
 
 def first_nodes(config: SimConfig) -> list[int]:
     """The fleet number of each cluster's first node."""

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..base.config import SimConfig
+from ..base.config import ORGANISATION, SimConfig
 from ..base.files import check_output_dir
 from ..base.registry import policy_class, policy_params
 from ..base.units import DAY_S, HOUR_S
@@ -30,7 +30,7 @@ from . import tables
 from .catalog import SCALAR
 from .explain import Story, explain, protection_ends
 from .findings import findings
-from .fleet import ORGANISATION, cluster_events
+from .fleet import cluster_events
 from .metrics import (
     SIZE_BUCKETS,
     Window,
@@ -62,6 +62,8 @@ class SimResult:
     label: str = ""  # display name of the run; "" -> the policy
     #: Log the run's warnings when its metrics are first derived (a sweep collects them instead).
     log_warnings: bool = True
+    #: One cluster of a fleet's run (``per_cluster``), measured on its own.
+    in_fleet: bool = False
 
     @property
     def run(self) -> str:
@@ -95,7 +97,8 @@ class SimResult:
         )
         head = derived[0]
         knobs = frozenset(p.name for p in policy_params(self.config.policy))
-        warnings = [f.message for f in findings(head, self.run, knobs)]
+        fleet = bool(self.config.clusters) or self.in_fleet
+        warnings = [f.message for f in findings(head, self.run, knobs, fleet)]
         # A fleet's totals can hide one cluster's backlog or thrashing: each cluster's say too
         # (each names its cluster: "<run> on <cluster>: ...").
         for part in self.per_cluster.values() if len(self.per_cluster) > 1 else ():
@@ -119,6 +122,7 @@ class SimResult:
                 provenance=self.provenance,
                 label=f"{self.run} on {spec.name}",
                 log_warnings=False,
+                in_fleet=True,
             )
             for k, spec in enumerate(self.config.clusters)
         }

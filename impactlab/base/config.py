@@ -391,11 +391,17 @@ FAIR_SHARE_SCOPES = ("organisation", "cluster")
 _NAME_BREAKS = frozenset(",:+=")  # characters a cluster's name cannot hold (its text form)
 
 
+#: The name of the organisation's row in per-cluster tables: no cluster may take it.
+ORGANISATION = "organisation"
+
+
 def _is_cluster_name(name: object) -> bool:
-    """A word that reads back from a fleet's text form: no space, ',', ':', '+' or '='."""
+    """A word that reads back from a fleet's text form: no space, ',', ':', '+' or '=', and
+    not the organisation's row."""
     return (
         isinstance(name, str)
         and bool(name)
+        and name != ORGANISATION
         and not _NAME_BREAKS & set(name)
         and not any(ch.isspace() for ch in name)
     )
@@ -415,8 +421,8 @@ class ClusterSpec:
     def __post_init__(self) -> None:
         if not _is_cluster_name(self.name):
             raise ParamError(
-                "a cluster's name is a word without spaces, ',', ':', '+' or '=', "
-                f"got {self.name!r}"
+                "a cluster's name is a word without spaces, ',', ':', '+' or '=', and not "
+                f"{ORGANISATION!r} (the organisation's row), got {self.name!r}"
             )
         if isinstance(self.gpus, bool) or not isinstance(self.gpus, int) or self.gpus < 1:
             raise ParamError(
@@ -443,8 +449,8 @@ class ClusterSpec:
 def fleet_from(value: Any) -> tuple[ClusterSpec, ...]:
     """A fleet from what a caller gave: ``ClusterSpec``s, mappings of their fields, or text
     ``"a:88,b:256"`` (``name:gpus[:takes+takes]``, comma-separated); empty for none."""
-    if value is None or value == "" or value == ():
-        return ()
+    if value is None or value == "" or value == () or (isinstance(value, float) and value != value):
+        return ()  # (NaN: a blank cell of a table mixing fleets and one-cluster runs)
     if isinstance(value, str):
         specs = []
         for part in value.split(","):
@@ -765,9 +771,14 @@ class SimConfig:
         return self.gpus // self.gpus_per_node
 
     def cluster_maintenance(self, k: int) -> tuple[Maintenance, ...]:
-        """The windows of the fleet's ``k``-th cluster (those naming it or none)."""
+        """The windows of the fleet's ``k``-th cluster (those naming it or none); an unnamed
+        window is named after its place in the fleet's plan, as a one-cluster run names it."""
         name = self.clusters[k].name
-        return tuple(w for w in self.maintenance if w.cluster in ("", name))
+        return tuple(
+            w if w.name else replace(w, name=f"window {i}")
+            for i, w in enumerate(self.maintenance)
+            if w.cluster in ("", name)
+        )
 
     def cluster_config(self, k: int) -> SimConfig:
         """The config of the fleet's ``k``-th cluster on its own: its GPUs and its maintenance
@@ -835,8 +846,11 @@ class SimConfig:
         """
         values = {**(values or {}), **kv}
         clusters = values.pop("clusters", None)
-        if clusters is not None:
-            fleet = replace(self, clusters=fleet_from(clusters))
+        if clusters is not None:  # (with the node size given alongside, if any: checked by it)
+            per_node = values.pop("gpus_per_node", self.gpus_per_node)
+            fleet = replace(
+                self, clusters=fleet_from(clusters), gpus_per_node=GPUS_PER_NODE.parse(per_node)
+            )
             if fleet.clusters and "gpus" in values and GPUS.parse(values["gpus"]) == fleet.gpus:
                 del values["gpus"]  # (a fleet's flat form names its total as well)
             return fleet.with_params(values)

@@ -26,11 +26,16 @@ CLUSTER = "cluster"
 
 
 def assign_clusters(
-    trace: pd.DataFrame, clusters: tuple[ClusterSpec, ...], source: str = "trace"
+    trace: pd.DataFrame,
+    clusters: tuple[ClusterSpec, ...],
+    source: str = "trace",
+    rows: bool = True,
 ) -> pd.DataFrame:
     """``trace`` with its ``cluster`` column set to the fleet cluster that runs each job; a
     row naming a cluster no one takes, or a job larger than every cluster it may run on,
-    raises TraceError naming the row (its position in the trace), the job and the column."""
+    raises TraceError naming the job, the column and (``rows``) the row: its position in
+    ``trace``, which for a loaded file is not the file's line, so a file's caller passes
+    ``rows=False``."""
     gpus = trace["gpus"].to_numpy()
     if CLUSTER in trace.columns:
         named = trace[CLUSTER].fillna("").astype(str).to_numpy()
@@ -48,7 +53,7 @@ def assign_clusters(
             row = int(np.flatnonzero(named == name)[0])
             raise TraceError(
                 source,
-                row,
+                row if rows else None,
                 CLUSTER,
                 f"job {trace['job_id'].iloc[row]} names cluster {name!r}, which no cluster of "
                 f"the fleet runs (the fleet's: {known})",
@@ -66,7 +71,7 @@ def assign_clusters(
         if not options:
             raise TraceError(
                 source,
-                i,
+                i if rows else None,
                 "gpus",
                 f"job {trace['job_id'].iloc[i]} ({key[1]} GPUs) is larger than every cluster "
                 f"it may run on ({', '.join(clusters[k].name for k in takers[key[0]])})",

@@ -28,9 +28,8 @@ import pandas as pd
 
 from ..analysis.catalog import BY_NAME as METRIC_INFO
 from ..analysis.catalog import label as metric_label
-from ..analysis.fleet import ORGANISATION
 from ..analysis.tables import OWED_HOLDERS, bucket_size
-from ..base.config import parameter
+from ..base.config import ORGANISATION, parameter
 from ..base.params import label
 from ..inputs.trace import KINDS
 

@@ -28,7 +28,7 @@ from traitlets import TraitError
 
 from ..analysis.explain import story_choices
 from ..analysis.results import SimResult
-from ..base.config import SimConfig, fleet_text, parameters
+from ..base.config import SimConfig, fleet_from, fleet_text, parameters
 from ..base.files import DATA, find_input, shipped_files
 from ..base.params import Param, ParamError, label
 from ..base.registry import policy_names
@@ -284,8 +284,9 @@ class Explorer(w.VBox):
             value=fleet_text(self.base.clusters),
             placeholder="name:GPUs, comma-separated",
             description="clusters",
-            tooltip="clusters: the fleet's clusters as name:GPUs (e.g. a:88,b:256); edit to try "
-            "another layout on the same workload (name:GPUs:x+y also runs the jobs named x or y)",
+            tooltip="clusters: the fleet's clusters as name:GPUs (e.g. a:88,b:256; name:GPUs:x+y "
+            "also runs the jobs named x or y). A synthetic workload is built for the layout shown; "
+            "to replay one workload on several layouts, use impactlab.compare_fleets",
             continuous_update=False,
             layout=w.Layout(width="auto", display="flex" if self.base.clusters else "none"),
             style={"description_width": LABEL_WIDTH},
@@ -341,12 +342,24 @@ class Explorer(w.VBox):
         self.children = [w.HTML(FIT_STYLE, layout=w.Layout(display="none")), columns]
         self.workload.observe(self._on_workload, names="value")
         self.file.observe(self._changed, names="value")
-        self.fleet.observe(self._changed, names="value")
+        self.fleet.observe(self._on_fleet, names="value")
         self._show_fleet()
         self.upload.observe(self._on_upload, names="value")
         self.compare_box.observe(self._changed, names="value")
         self.policy_b.observe(self._changed, names="value")
         self.tabs.observe(lambda _: self._draw(), names="selected_index")
+
+    def _on_fleet(self, _change: Any = None) -> None:
+        """A new layout: the (disabled) GPU slider shows its size, then the usual rule runs."""
+        try:
+            total = sum(c.gpus for c in fleet_from(self.fleet.value.strip()))
+        except ParamError:
+            total = 0  # (the run's config names the problem)
+        slider = self.controls["gpus"][1]
+        if total and slider.min <= total <= slider.max:
+            with self.hold():
+                slider.value = total
+        self._changed()
 
     def _show_fleet(self) -> None:
         """A fleet shows its clusters (editable) and its size as their sum (not a slider's)."""

@@ -105,7 +105,8 @@ def simulate(
         )
     with _progress_of(progress, config, label or config.policy) as report:
         if config.clusters:
-            trace = assign_clusters(trace, config.clusters, _source(inputs))
+            from_file = inputs.provenance.get("source") == "file"
+            trace = assign_clusters(trace, config.clusters, _source(inputs), rows=not from_file)
             events, wall = run_fleet(config, trace, tree, policy, report)
         else:
             jobs = jobs_from_trace(trace, tree, config.gpus_per_node)
