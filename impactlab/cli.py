@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, overload
 
-from .analysis.catalog import BY_NAME, SCALAR, shown
+from .analysis.catalog import BY_NAME, CLUSTER_TABLE, SCALAR, shown
 from .analysis.findings import queue_path
 from .base.config import PAIRINGS, REPAIR_MODES, SimConfig, parameter, parameters
 from .base.files import (
@@ -520,27 +520,14 @@ def format_kinds(by_kind: dict[str, dict]) -> list[str]:
     return lines
 
 
-#: The per-cluster table of a fleet's run: (metric, heading, format, scale).
-CLUSTER_CELLS = (
-    ("gpus", "GPUs", "d", 1.0),
-    ("occupancy", "occupancy", ".3f", 1.0),
-    ("utilization", "utilization", ".3f", 1.0),
-    ("impact", "impact", ".3f", 1.0),
-    ("impact_useful", "impact useful", ".3f", 1.0),
-    ("preemptions", "preemptions", "d", 1.0),
-    ("wait_p90_s.all", "wait p90 (h)", ".1f", 1 / 3600),
-    ("queued_at_end", "queued at end", "d", 1.0),
-)
-
-
 def format_clusters(table: Any) -> str:
     """A fleet's run, one line per cluster and one for the organisation (ratios of sums)."""
-    cells = [cell for cell in CLUSTER_CELLS if cell[0] in table.columns]
+    cells = [cell for cell in CLUSTER_TABLE if cell[0] in table.columns]
     lines = ["  " + f"{'cluster':14}" + "".join(f"{cell[1]:>14}" for cell in cells)]
     for row in table.to_dict("records"):
         out = [
-            f"{int(row[key]):14d}" if fmt == "d" else _cell(row[key] * scale, fmt, 14)
-            for key, _, fmt, scale in cells
+            f"{int(row[key]):14d}" if fmt == "d" else _cell(row[key] / per, fmt, 14)
+            for key, _, per, fmt in cells
         ]
         lines.append(f"  {row['cluster']:14}" + "".join(out))
     return "\n".join(lines)

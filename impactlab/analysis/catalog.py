@@ -126,6 +126,20 @@ SWEEP_HEADLINE = (
 )
 
 
+#: A fleet's per-cluster table, as the CLI and the HTML report show it: (metric, heading,
+#: divisor to the unit shown, number format); ``gpus`` is the cluster's size.
+CLUSTER_TABLE = (
+    ("gpus", "GPUs", 1.0, "d"),
+    ("occupancy", "occupancy", 1.0, ".3f"),
+    ("utilization", "utilization", 1.0, ".3f"),
+    ("impact", "impact", 1.0, ".3f"),
+    ("impact_useful", "impact useful", 1.0, ".3f"),
+    ("preemptions", "preemptions", 1.0, "d"),
+    ("wait_p90_s.all", "wait p90 (h)", 3600.0, ".1f"),
+    ("queued_at_end", "queued at end", 1.0, "d"),
+)
+
+
 def label(name: str) -> str:
     """A scalar metric in words (its name, if it is not one)."""
     metric = BY_NAME.get(name)

@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..analysis.catalog import MAINTENANCE, SWEEP_HEADLINE
+from ..analysis.catalog import CLUSTER_TABLE, MAINTENANCE, SWEEP_HEADLINE
 from ..analysis.results import SimResult
 from ..base.config import SimConfig
 from ..base.params import ParamError
@@ -223,20 +223,6 @@ def result_sections(results: list[SimResult]) -> list[str]:
     ]
 
 
-#: The per-cluster table of a fleet's report: by_cluster's column, its heading, and the
-#: divisor to the unit it is shown in (as the command line's per-cluster table).
-CLUSTER_COLUMNS = (
-    ("gpus", "GPUs", 1.0),
-    ("occupancy", "occupancy", 1.0),
-    ("utilization", "utilization", 1.0),
-    ("impact", "impact", 1.0),
-    ("impact_useful", "impact useful", 1.0),
-    ("preemptions", "preemptions", 1.0),
-    ("wait_p90_s.all", "wait p90 (h)", 3600.0),
-    ("queued_at_end", "queued at end", 1.0),
-)
-
-
 def _clusters(fleets: list[SimResult]) -> list[str]:
     """The Clusters section of runs that are fleets (none without one): each cluster's headline
     metrics and the organisation's, then the per-cluster charts."""
@@ -247,7 +233,7 @@ def _clusters(fleets: list[SimResult]) -> list[str]:
     table = pd.concat([r.by_cluster() for r in fleets], ignore_index=True)
     keys = ["run", "cluster"] if len(fleets) > 1 else ["cluster"]
     shown = table[keys].copy()
-    for column, heading, per in CLUSTER_COLUMNS:
+    for column, heading, per, _ in CLUSTER_TABLE:
         if column in table:
             values = table[column] / per if per != 1.0 else table[column]
             shown[heading] = values.map(_number)
