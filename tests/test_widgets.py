@@ -242,3 +242,19 @@ def test_a_missing_trace_file_is_named_with_where_it_was_looked_for_and_runs_not
     assert app.run_button.button_style != "warning"
     assert app.run() is None and app.runs == 1  # the button runs nothing either
     assert "impactlab-stale" in app.tabs._dom_classes  # the charts are the synthetic run's
+
+
+def test_a_stored_explorer_shows_a_picture_of_its_headline_but_not_under_voila(app, monkeypatch):
+    """A notebook viewer cannot show the widget: the output also holds a PNG of the first tab's
+    chart. Voila always shows the widget, so it draws no picture (its first chart comes sooner)."""
+    import base64
+
+    monkeypatch.delenv("VOILA_PREHEAT", raising=False)
+    monkeypatch.delenv("SERVER_SOFTWARE", raising=False)
+    bundle = app._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert base64.b64decode(bundle["image/png"]).startswith(b"\x89PNG")
+    assert bundle["text/plain"].startswith("impactlab Explorer: run this notebook")
+    monkeypatch.setenv("SERVER_SOFTWARE", "voila/0.5.13")
+    assert "image/png" not in app._repr_mimebundle_()
+    assert "image/png" not in Explorer(config=SMALL, run=False)._repr_mimebundle_()  # no run yet

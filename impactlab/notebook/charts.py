@@ -184,21 +184,26 @@ def _offline_with_picture(spec: dict, **metadata: Any) -> tuple[dict[str, Any], 
     it and its title as text. A live kernel shows the widget; JupyterLab opening a stored,
     untrusted notebook, GitHub and nbviewer cannot, and show the picture instead (a PNG, not
     SVG: untrusted notebooks do not render SVG). No widget state needs to be stored."""
-    import base64
-
-    import vl_convert as vlc
-
     shown = alt.JupyterChart(
         chart=alt.Chart.from_dict(spec), embed_options=metadata.get("embed_options")
     )._repr_mimebundle_()
     data, meta = shown if isinstance(shown, tuple) else (shown or {}, {})
-    picture = small_png(vlc.vegalite_to_png(spec, scale=PICTURE_SCALE))
     data = {
         **data,
-        "image/png": base64.b64encode(picture).decode(),
+        "image/png": picture(spec),
         "text/plain": f"<chart: {_title_text(spec) or 'untitled'}>",
     }
     return data, meta
+
+
+def picture(spec: dict) -> str:
+    """The stored picture of a chart's Vega-Lite ``spec``: a small PNG, base64-encoded (what a
+    notebook's ``image/png`` output holds)."""
+    import base64
+
+    import vl_convert as vlc
+
+    return base64.b64encode(small_png(vlc.vegalite_to_png(spec, scale=PICTURE_SCALE))).decode()
 
 
 #: Scale of the stored pictures, and the colours they keep: a chart has few colours, and a

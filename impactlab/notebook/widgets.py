@@ -39,6 +39,7 @@ from ..inputs.trace import TraceError
 from ..inputs.workload import Inputs, fit, inputs_key, prepare
 from ..runs.simulate import compare
 from . import charts
+from .charts import picture
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +170,14 @@ def parse_query(query: str) -> tuple[dict[str, str], dict[str, str]]:
     return params, options
 
 
+def under_voila() -> bool:
+    """Whether this kernel serves a Voila page (a preheated kernel, or one Voila started for
+    a request: it names itself in ``SERVER_SOFTWARE``)."""
+    return os.environ.get("VOILA_PREHEAT") == "True" or os.environ.get(
+        "SERVER_SOFTWARE", ""
+    ).startswith("voila")
+
+
 def preset_from_voila() -> str:
     """The query string of the page this kernel serves under Voila ("" when it has none), or ""
     outside Voila (JupyterLab, nbval, nbconvert): the notebook's preset.
@@ -235,6 +244,20 @@ class Explorer(w.VBox):
             "impactlab Explorer: run this notebook (or `impactlab app`) to use its controls "
             "and charts"
         )
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
+        """The widget, and for a page that cannot show widgets (a stored notebook opened
+        before running it, a notebook viewer) a picture of its headline chart beside the line
+        above. Under Voila, which always shows the widget, no picture is drawn (it would
+        delay the app's first chart)."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is None or not self.results or under_voila():
+            return bundle
+        try:
+            shown = picture(TABS["Headline"](self.results).to_dict())
+        except ValueError:  # (a chart that cannot be drawn: the line alone)
+            return bundle
+        return {**bundle, "image/png": shown}
 
     @classmethod
     def from_query(cls, query: str | None, **kwargs: Any) -> Explorer:
