@@ -45,16 +45,13 @@ from datetime import date
 
 import pandas as pd
 
-from impactlab.analysis.fleet import first_nodes
 from impactlab.base.config import SimConfig
 from impactlab.inputs.budgets import BudgetTree
 from impactlab.inputs.fleet import CLUSTER, assign_clusters
 from impactlab.inputs.scenario import load_scenario
 from impactlab.inputs.workload import fit, prepare
-from impactlab.runs.simulate import make_engine
+from impactlab.runs.simulate import fleet_engines, make_engine
 from impactlab.sim.events import Ev, events_frame, jobs_from_trace
-from impactlab.sim.fleet import Fleet
-from impactlab.sim.policy import Organisation
 
 SCENARIO = "scenario-fleet-ai2.yaml"
 POLICIES = ("fifo", "legacy", "fairshare", "impactful")
@@ -62,14 +59,9 @@ RUNS = ("organisation", "cluster", "alone")
 
 
 def fleet_run(config: SimConfig, trace: pd.DataFrame, tree: BudgetTree) -> tuple[float, list]:
-    """CPU seconds of the fleet's engines (as ``run_fleet`` builds them) and each cluster's
+    """CPU seconds of the fleet's engines (``fleet_engines``, as ``run_fleet`` runs them) and each cluster's
     own event log (its own node numbers)."""
-    org = Organisation(config.gpus) if config.fair_share == "organisation" else None
-    fleet = Fleet(org)
-    engines = []
-    for k, (spec, first) in enumerate(zip(config.clusters, first_nodes(config))):
-        jobs = jobs_from_trace(trace[trace[CLUSTER] == spec.name], tree, config.gpus_per_node)
-        engines.append(make_engine(config, jobs, tree, None, k, fleet, first))
+    fleet, engines = fleet_engines(config, trace, tree)
     gc.collect()
     began = time.process_time()
     fleet.run(config.horizon_s, [e.begin for e in engines])

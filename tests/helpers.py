@@ -134,3 +134,17 @@ CODES = {
     "resubmit": "B",
     "evict": "E",
 }
+
+
+def gang_tree() -> BudgetTree:
+    """Two programs (one with two projects) so that victims sit on both sides of an ancestor."""
+    program_a = [{"name": "a1", "share": 1}, {"name": "a2", "share": 3}]
+    return BudgetTree.from_dict(
+        {
+            "name": "root",
+            "children": [
+                {"name": "progA", "share": 2, "children": program_a},
+                {"name": "progB", "share": 1, "children": [{"name": "b1", "share": 1}]},
+            ],
+        }
+    )

@@ -24,7 +24,7 @@ import helpers
 import pandas as pd
 import pytest
 import yaml
-from helpers import DAY_S, INSTANT, examples, small_tree, traces
+from helpers import DAY_S, INSTANT, examples, gang_tree, small_tree, traces
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pandas.testing import assert_frame_equal
@@ -583,20 +583,6 @@ def busy_fleet(seed: int) -> tuple[pd.DataFrame, str, int]:
         }
     )
     return trace, ",".join(f"{c}:{g}" for c, g in sizes.items()), per
-
-
-def gang_tree() -> BudgetTree:
-    """Two programs, one with two projects."""
-    program_a = [{"name": "a1", "share": 1}, {"name": "a2", "share": 3}]
-    return BudgetTree.from_dict(
-        {
-            "name": "root",
-            "children": [
-                {"name": "progA", "share": 2, "children": program_a},
-                {"name": "progB", "share": 1, "children": [{"name": "b1", "share": 1}]},
-            ],
-        }
-    )
 
 
 BUSY_SEEDS = [0, 5, *(thorough(s, id=str(s)) for s in (1, 2, 3, 4, 6, 7, 8, 9))]

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import INSTANT
+from helpers import INSTANT, gang_tree
 from pandas.testing import assert_frame_equal
 
 import impactlab.policies.reference as spec
@@ -139,20 +139,6 @@ GANG_GPUS, GANG_DAYS = 48, 2.0
 
 
 # ----- inputs --------------------------------------------------------------------------------
-def gang_tree() -> BudgetTree:
-    """Two programs (one with two projects) so that victims sit on both sides of an ancestor."""
-    program_a = [{"name": "a1", "share": 1}, {"name": "a2", "share": 3}]
-    return BudgetTree.from_dict(
-        {
-            "name": "root",
-            "children": [
-                {"name": "progA", "share": 2, "children": program_a},
-                {"name": "progB", "share": 1, "children": [{"name": "b1", "share": 1}]},
-            ],
-        }
-    )
-
-
 @cache
 def generated(
     gpus: int, per: int, days: float, demand: float, seed: int

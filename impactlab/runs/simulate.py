@@ -180,16 +180,25 @@ def run_fleet(
     its ``cluster`` column names); the organisation's event log (``impactlab.analysis.fleet``)
     and the wall seconds of the run itself. Fair-share usage is the organisation's
     (``config.fair_share``), or each cluster's own."""
+    fleet, engines = fleet_engines(config, trace, tree, policy)
+    began = time.perf_counter()
+    fleet.run(config.horizon_s, [e.begin for e in engines], progress)
+    wall = time.perf_counter() - began
+    return combine_events([events_frame(e.log) for e in engines], config), wall
+
+
+def fleet_engines(
+    config: SimConfig, trace: pd.DataFrame, tree: BudgetTree, policy: Policy | None = None
+) -> tuple[Fleet, list[Engine]]:
+    """The fleet of ``config`` (sharing the organisation's usage when ``config.fair_share``
+    says so) and one engine per cluster on the jobs its ``cluster`` column names, in order."""
     org = Organisation(config.gpus) if config.fair_share == "organisation" else None
     fleet = Fleet(org)
     engines = []
     for k, (spec, first) in enumerate(zip(config.clusters, first_nodes(config))):
         jobs = jobs_from_trace(trace[trace[CLUSTER] == spec.name], tree, config.gpus_per_node)
         engines.append(make_engine(config, jobs, tree, policy, k, fleet, first))
-    began = time.perf_counter()
-    fleet.run(config.horizon_s, [e.begin for e in engines], progress)
-    wall = time.perf_counter() - began
-    return combine_events([events_frame(e.log) for e in engines], config), wall
+    return fleet, engines
 
 
 def _source(inputs: Inputs) -> str:
