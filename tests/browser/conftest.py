@@ -260,6 +260,10 @@ LAB_SETTINGS = {
         "fetchNews": "false",
         "checkForUpdates": False,
     },
+    # Every cell in the page: by default JupyterLab skips rendering the cells out of view
+    # (content-visibility), and their prompts then read as empty text, so a finished Run All
+    # could look unfinished to a test that scrolled.
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
 }
 
 

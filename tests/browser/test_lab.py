@@ -26,11 +26,11 @@ KERNEL_IDLE = f"""() =>
 #: Every code cell shows an execution count ("[3]:"), none is queued or running ("[*]:").
 ALL_EXECUTED = f"""() => {{
     const prompts = Array.from(document.querySelectorAll('{PANEL} .jp-CodeCell .jp-InputPrompt'));
-    return prompts.length > 0 && prompts.every(p => /^\\[\\d+\\]:$/.test(p.innerText.trim()));
+    return prompts.length > 0 && prompts.every(p => /^\\[\\d+\\]:$/.test(p.textContent.trim()));
 }}"""
 #: Some code cell is queued, running or done ("[*]:" or "[3]:"): Run All has begun.
 STARTED = f"""() => Array.from(document.querySelectorAll('{PANEL} .jp-CodeCell .jp-InputPrompt'))
-    .some(p => /^\\[(\\*|\\d+)\\]:$/.test(p.innerText.trim()))"""
+    .some(p => /^\\[(\\*|\\d+)\\]:$/.test(p.textContent.trim()))"""
 STDERR = f"{PANEL} .jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
 CHART_MARKS = f"{PANEL} .jp-OutputArea-output .vega-embed .marks"
 
