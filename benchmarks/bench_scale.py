@@ -3,9 +3,11 @@
     python benchmarks/bench_scale.py      # 10k/100k/1M jobs x 1024 GPUs; 100k jobs x 128/1024/8192 GPUs
     python benchmarks/bench_scale.py --jobs 10000 100000 --gpus-sweep 128 1024 --timeout 900
     python benchmarks/bench_scale.py --policies fifo impactful
+    python benchmarks/bench_scale.py --synthetic 100 --gpus 2048   # synthetic workload: ~1M jobs
 
 Each run is a fresh process (so its peak resident memory is its own): a public-shape trace
-(``realtrace.public_shape``) is generated and validated, replayed, and summarised. Columns:
+(``realtrace.public_shape``), or with ``--synthetic`` the synthetic workload of ``SimConfig(gpus,
+days)``, is generated and validated, replayed, and summarised. Columns:
 trace generation, engine seconds, the rest of ``simulate`` around the engine ("around":
 the job records and the event log's frame), metrics seconds, their total (load to metrics),
 events, engine microseconds per event, the per-event ratio to the bare-heap floor of the
@@ -25,8 +27,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def one(policy: str, jobs: int, gpus: int) -> dict:
-    """Generate, simulate and summarise one run in this process; its figures."""
+def one(policy: str, jobs: int, gpus: int, days: float | None = None) -> dict:
+    """Generate, simulate and summarise one run in this process; its figures. The trace is the
+    public shape of ``jobs`` jobs over its whole span, or, given ``days``, the synthetic
+    workload of ``SimConfig(gpus=gpus, days=days)`` (``jobs`` is then unused)."""
     from bench_realtrace import floor_s
     from realtrace import public_shape
 
@@ -34,15 +38,17 @@ def one(policy: str, jobs: int, gpus: int) -> dict:
     from impactlab.inputs.workload import trace_span_days
 
     began = time.perf_counter()
-    trace, tree = public_shape(jobs, gpus)
+    if days is None:
+        trace, tree = public_shape(jobs, gpus)
+        days = trace_span_days(trace)  # (days=None with a DataFrame trace means 14 days)
+        config = il.SimConfig(gpus=gpus, days=days, warmup_days=0.0, policy=policy)
+        inputs = il.prepare(config, trace, tree)
+    else:
+        config = il.SimConfig(gpus=gpus, days=days, policy=policy)
+        inputs = il.prepare(config)
     load_s = time.perf_counter() - began
-    days = trace_span_days(trace)  # (days=None with a DataFrame trace means 14 days)
     began = time.perf_counter()
-    result = il.simulate(
-        il.SimConfig(gpus=gpus, days=days, warmup_days=0.0, policy=policy),
-        trace=trace,
-        budgets=tree,
-    )
+    result = il.simulate(config, inputs=inputs)
     simulate_s = time.perf_counter() - began  # the engine, plus job records and the event frame
     began = time.perf_counter()
     result.summary()
@@ -53,7 +59,7 @@ def one(policy: str, jobs: int, gpus: int) -> dict:
     floor = floor_s(result.events)
     return {
         "policy": policy,
-        "jobs": jobs,
+        "jobs": len(inputs.trace),
         "gpus": gpus,
         "days": days,
         "events": events,
@@ -68,9 +74,11 @@ def one(policy: str, jobs: int, gpus: int) -> dict:
     }
 
 
-def spawn(policy: str, jobs: int, gpus: int, timeout_s: float) -> dict:
-    """``one`` in a fresh process, or a row saying it timed out."""
+def spawn(policy: str, jobs: int, gpus: int, timeout_s: float, days: float = 0.0) -> dict:
+    """``one`` in a fresh process (``days`` > 0: the synthetic workload), or a row saying it
+    timed out."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--one", policy, str(jobs), str(gpus)]
+    cmd += [str(days)]
     try:
         out = subprocess.run(
             cmd, capture_output=True, text=True, timeout=timeout_s, check=True, cwd=HERE
@@ -114,18 +122,30 @@ def main() -> None:
     parser.add_argument("--sweep-jobs", type=int, default=100_000, help="jobs of the GPUs sweep")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
     parser.add_argument(
-        "--one", nargs=3, metavar=("POLICY", "JOBS", "GPUS"), help=argparse.SUPPRESS
+        "--synthetic",
+        type=float,
+        nargs="*",
+        metavar="DAYS",
+        help="instead of the sweeps, the synthetic workload of SimConfig(gpus=--gpus, days=DAYS)"
+        " for each DAYS (2048 GPUs x 100 days: about a million jobs)",
+    )
+    parser.add_argument(
+        "--one", nargs=4, metavar=("POLICY", "JOBS", "GPUS", "DAYS"), help=argparse.SUPPRESS
     )
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(one(args.one[0], int(args.one[1]), int(args.one[2]))))
+        days = float(args.one[3]) or None
+        print(json.dumps(one(args.one[0], int(args.one[1]), int(args.one[2]), days)))
         return
-    runs = [(p, n, args.gpus) for p in args.policies for n in args.jobs]
-    sweep = [(p, args.sweep_jobs, g) for p in args.policies for g in args.gpus_sweep]
-    runs += [run for run in sweep if run not in runs]
+    if args.synthetic:
+        runs = [(p, 0, args.gpus, d) for p in args.policies for d in args.synthetic]
+    else:
+        runs = [(p, n, args.gpus, 0.0) for p in args.policies for n in args.jobs]
+        sweep = [(p, args.sweep_jobs, g, 0.0) for p in args.policies for g in args.gpus_sweep]
+        runs += [run for run in sweep if run not in runs]
     rows = []
-    for policy, jobs, gpus in runs:
-        rows.append(spawn(policy, jobs, gpus, args.timeout))
+    for policy, jobs, gpus, days in runs:
+        rows.append(spawn(policy, jobs, gpus, args.timeout, days))
         print(markdown(rows[-1:]).splitlines()[-1], flush=True)
     print(markdown(rows))
 

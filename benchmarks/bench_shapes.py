@@ -2,6 +2,8 @@
 
     python benchmarks/bench_shapes.py            # the four shapes below, one table
     python benchmarks/bench_shapes.py --quick    # a tenth of the jobs, for a first look
+    python benchmarks/bench_shapes.py --quick --policies fifo impactful --instructions
+    python benchmarks/bench_shapes.py --shapes backlog-none --policies fifo impactful
 
 The shapes, all from ``realtrace.public_shape`` (mostly 1-GPU jobs, heavy-tailed durations):
 
@@ -13,17 +15,21 @@ The shapes, all from ``realtrace.public_shape`` (mostly 1-GPU jobs, heavy-tailed
 * **default**: the default scenario (256 GPUs, 14 days, the synthetic generator).
 
 Each row: events, engine wall time, its ratio to fifo's on the same trace and the per-event
-ratio to a bare-heap floor (``bench_realtrace.floor_s``). The machine is shared and noisy:
-compare the ratios within one run, not seconds across runs.
+ratio to a bare-heap floor (``bench_realtrace.floor_s``); with ``--instructions``, also the
+instructions of each run's ``simulate`` under valgrind's callgrind (``count_instructions.py``;
+they repeat to about 0.1%, where wall times do not) and their ratio to fifo's. The machine is
+shared and noisy: compare the ratios within one run, not seconds across runs.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from bench_realtrace import bench, markdown
+from bench_realtrace import bench
+from bench_realtrace import markdown as plain_markdown
 from realtrace import public_shape
 
 import impactlab as il
@@ -41,19 +47,36 @@ def burst(
     return il.validate_trace(trace, source="burst", max_gpus=gpus), tree
 
 
-def shapes(scale: float) -> list[tuple[str, int, pd.DataFrame, il.BudgetTree]]:
-    """(name, GPUs, trace, tree) of each shape, with ``scale`` times the jobs."""
-    n = lambda jobs: max(int(jobs * scale), 50)  # noqa: E731
-    out = []
-    for contracts in (True, False):
-        trace, tree = public_shape(n(30_000), 256, load=2.0, contracts=contracts)
-        label = "filled contracts" if contracts else "no contracts"
-        out.append((f"backlog, {label}: {len(trace)} jobs, 256 GPUs", 256, trace, tree))
-    trace, tree = burst(n(2_000), 648)
-    out.append((f"burst: {len(trace)} jobs in 10 min, 648 GPUs", 648, trace, tree))
-    trace, tree = public_shape(n(20_000), 512)
-    out.append((f"public: {len(trace)} jobs, 512 GPUs", 512, trace, tree))
-    return out
+#: The shapes by name: (description, jobs at full size, GPUs). ``default`` is the default scenario.
+SHAPES = {
+    "backlog-filled": ("backlog, filled contracts", 30_000, 256),
+    "backlog-none": ("backlog, no contracts", 30_000, 256),
+    "burst": ("burst", 2_000, 648),
+    "public": ("public", 20_000, 512),
+    "default": ("default scenario", None, 256),
+}
+
+
+def build(name: str, scale: float = 1.0) -> tuple[str, il.SimConfig, pd.DataFrame, il.BudgetTree]:
+    """(row label, config, trace, tree) of shape ``name`` with ``scale`` times its jobs (the
+    default scenario is never scaled)."""
+    label, jobs, gpus = SHAPES[name]
+    if jobs is None:
+        config = il.SimConfig()
+        work = il.generate(config.generator())
+        return label, config, work.trace, work.tree
+    n = max(int(jobs * scale), 50)
+    if name == "burst":
+        trace, tree = burst(n, gpus)
+        label = f"{label}: {len(trace)} jobs in 10 min, {gpus} GPUs"
+    elif name == "public":
+        trace, tree = public_shape(n, gpus)
+    else:
+        trace, tree = public_shape(n, gpus, load=2.0, contracts=name == "backlog-filled")
+    if name != "burst":
+        label = f"{label}: {len(trace)} jobs, {gpus} GPUs"
+    config = il.SimConfig(gpus=gpus, days=trace_span_days(trace), warmup_days=0.0)
+    return label, config, trace, tree
 
 
 def main() -> None:
@@ -61,18 +84,49 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a tenth of the jobs")
     parser.add_argument("--policies", nargs="*", default=sorted(REGISTRY))
     parser.add_argument("--repeat", type=int, default=1, help="runs per policy (best is kept)")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also count each run's instructions under callgrind (about 50x its time)",
+    )
+    parser.add_argument("--shapes", nargs="*", choices=list(SHAPES), default=list(SHAPES))
     args = parser.parse_args()
     policies = ["fifo", *[p for p in args.policies if p != "fifo"]]  # fifo first: the ratios' base
+    scale = 0.1 if args.quick else 1.0
     rows: list[dict] = []
-    for name, gpus, trace, tree in shapes(0.1 if args.quick else 1.0):
-        config = il.SimConfig(gpus=gpus, days=trace_span_days(trace), warmup_days=0.0)
-        rows += bench(name, config, trace, tree, policies, args.repeat)
+    for name in args.shapes:
+        label, config, trace, tree = build(name, scale)
+        found = bench(label, config, trace, tree, policies, args.repeat)
+        if args.instructions:
+            count(found, name, scale)
+        rows += found
         print(markdown(rows[-len(policies) :]), flush=True)
-    base = il.SimConfig()
-    work = il.generate(base.generator())
-    rows += bench("default scenario", base, work.trace, work.tree, policies, args.repeat)
     print()
     print(markdown(rows))
+
+
+def markdown(rows: list[dict]) -> str:
+    """``bench_realtrace.markdown``'s table, with instructions and their ratio to fifo's on the
+    same shape when they were counted."""
+    table = plain_markdown(rows).splitlines()
+    if not rows or "instructions" not in rows[0]:
+        return "\n".join(table)
+    lines = [table[0] + " G instr. | instr. x fifo |", table[1] + "---|---|"]
+    for row, line in zip(rows, table[2:]):
+        lines.append(f"{line} {row['instructions'] / 1e9:.2f} | {row['instr_x_fifo']:.1f} |")
+    return "\n".join(lines)
+
+
+def count(rows: list[dict], shape: str, scale: float) -> None:
+    """Add each row's instructions of ``simulate`` (callgrind, this checkout: the engine, the job
+    records and the event frame) and their ratio to fifo's (the first row)."""
+    from count_instructions import simulate_instructions  # (it imports this module)
+
+    here = Path(__file__).resolve().parent.parent
+    for row in rows:
+        row["instructions"] = simulate_instructions(here, f"shape:{shape}", row["policy"], scale)
+    for row in rows:
+        row["instr_x_fifo"] = row["instructions"] / rows[0]["instructions"]
 
 
 if __name__ == "__main__":

@@ -3,13 +3,15 @@ not move with the machine's load, for before/after comparisons of the engine and
 
     python benchmarks/count_instructions.py                          # this checkout, public shape
     python benchmarks/count_instructions.py --trace default --checkout /path/to/other/clone
+    python benchmarks/count_instructions.py --trace shape:backlog-none --scale 0.1   # a shape of bench_shapes.py
 
 Wall times on a shared 2-core machine swing by tens of percent between back-to-back runs;
 callgrind counts the instructions a run executes, which repeat to within about 0.1% (set and
 dict order of strings varies with Python's hash seed). Each trace is run twice under callgrind
 in a fresh process: once generating the trace only, once generating it and simulating it; the
 difference is the cost of ``simulate`` (the engine, the job records and the event log's
-frame). Expect about 50x the run's normal time (the public shape: 3-4 minutes).
+frame). Both first simulate the trace's first 20 jobs, so that what a first call costs once
+(lazy imports) is not counted. Expect about 50x the run's normal time (the public shape: 3-4 minutes).
 Needs valgrind (Debian's package ``valgrind``).
 """
 
@@ -24,6 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench_shapes import SHAPES
+
 HERE = Path(__file__).resolve().parent
 
 #: The traces, as (jobs, GPUs) of the public shape, or the default scenario.
@@ -33,27 +37,34 @@ RUN = """
 import sys
 import impactlab as il
 from realtrace import public_shape
-trace_name, simulate_too = sys.argv[1], sys.argv[2] == "1"
-shape = {shapes}[trace_name]
-if shape is None:
-    config = il.SimConfig(policy="{policy}")
+from bench_shapes import SHAPES, build
+trace_name, simulate_too, policy, scale = sys.argv[1], sys.argv[2] == "1", sys.argv[3], float(sys.argv[4])
+if trace_name.startswith("shape:"):
+    _, config, trace, tree = build(trace_name[len("shape:"):], scale)
+    config = config.with_params(policy=policy)
+elif {shapes}[trace_name] is None:
+    config = il.SimConfig(policy=policy)
     work = il.generate(config.generator())
     trace, tree = work.trace, work.tree
 else:
+    shape = {shapes}[trace_name]
     trace, tree = public_shape(*shape, 0)
-    config = il.SimConfig(gpus=shape[1], days=14, warmup_days=0.0, policy="{policy}")
+    config = il.SimConfig(gpus=shape[1], days=14, warmup_days=0.0, policy=policy)
+il.simulate(config, trace=trace.head(20), budgets=tree)  # (both runs: lazy imports, first calls)
 if simulate_too:
     il.simulate(config, trace=trace, budgets=tree)
 """
 
 
-def instructions(checkout: Path, trace: str, policy: str, simulate_too: bool) -> int:
-    """Instructions callgrind counts for one fresh process."""
+def instructions(
+    checkout: Path, trace: str, policy: str, simulate_too: bool, scale: float = 1.0
+) -> int:
+    """Instructions callgrind counts for one fresh process. ``trace`` is a name of ``TRACES``,
+    or ``shape:<name>`` for a shape of ``bench_shapes.py`` with ``scale`` times its jobs."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
         # (run from an empty folder: ``python -c`` puts the working folder first on the path)
         env = {**os.environ, "PYTHONPATH": f"{checkout}{os.pathsep}{checkout / 'benchmarks'}"}
-        code = RUN.format(shapes=repr(TRACES), policy=policy)
         subprocess.run(
             [
                 "valgrind",
@@ -61,9 +72,11 @@ def instructions(checkout: Path, trace: str, policy: str, simulate_too: bool) ->
                 f"--callgrind-out-file={out}",
                 sys.executable,
                 "-c",
-                code,
+                RUN.format(shapes=repr(TRACES)),
                 trace,
                 "1" if simulate_too else "0",
+                policy,
+                repr(scale),
             ],
             env=env,
             cwd=tmp,
@@ -76,20 +89,32 @@ def instructions(checkout: Path, trace: str, policy: str, simulate_too: bool) ->
         return int(totals.group(1))
 
 
+def simulate_instructions(checkout: Path, trace: str, policy: str, scale: float = 1.0) -> int:
+    """Instructions of ``simulate`` alone: a run that generates the trace and simulates it,
+    less one that only generates it."""
+    setup = instructions(checkout, trace, policy, simulate_too=False, scale=scale)
+    return instructions(checkout, trace, policy, simulate_too=True, scale=scale) - setup
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--checkout", type=Path, default=HERE.parent, help="the clone whose impactlab runs"
     )
-    parser.add_argument("--trace", choices=sorted(TRACES), default="public")
+    parser.add_argument(
+        "--trace",
+        choices=sorted(TRACES) + [f"shape:{name}" for name in SHAPES],
+        default="public",
+        help="a trace, or a shape of bench_shapes.py",
+    )
+    parser.add_argument("--scale", type=float, default=1.0, help="jobs of a shape, times")
     parser.add_argument("--policy", default="impactful")
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
     checkout = args.checkout.resolve()
-    setup = instructions(checkout, args.trace, args.policy, simulate_too=False)
-    total = instructions(checkout, args.trace, args.policy, simulate_too=True)
-    print(f"| {checkout} | {args.trace} | {args.policy} | {(total - setup) / 1e9:.2f} |")
+    total = simulate_instructions(checkout, args.trace, args.policy, args.scale)
+    print(f"| {checkout} | {args.trace} | {args.policy} | {total / 1e9:.2f} |")
 
 
 if __name__ == "__main__":
