@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..base.gangs import SIZE_BUCKETS
+from ..base.gangs import SIZE_BUCKETS, held_of
 from ..inputs.budgets import ROOT, BudgetTree
 from ..sim.events import Ev
 
@@ -322,12 +322,6 @@ def demand_steps(
     return interval_steps(
         funded["submit_s"].to_numpy(), stop, held, funded["leaf"].to_numpy(int), n_nodes
     )
-
-
-def held_of(gpus: np.ndarray, gpus_per_node: int) -> np.ndarray:
-    """``gangs.held_gpus`` of each job: multi-node gangs hold whole nodes."""
-    gpus = np.asarray(gpus, dtype=np.int64)
-    return np.where(gpus > gpus_per_node, -(-gpus // gpus_per_node) * gpus_per_node, gpus)
 
 
 def interval_steps(

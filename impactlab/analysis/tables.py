@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..base.gangs import held_of
 from ..base.units import DAY_S, HOUR_S
 from ..inputs.budgets import ROOT, BudgetTree
 from ..sim.events import Ev
@@ -22,7 +23,6 @@ from .metrics import (
     capacity_steps,
     clipped,
     down_overlaps,
-    held_of,
     interval_steps,
     lost_to,
     owed_steps,

@@ -405,9 +405,15 @@ def _pick_users(projects: np.ndarray, users: pd.DataFrame, rng: np.random.Genera
     """A user of the job's project (any user for unallocated work)."""
     members = users.groupby("project")["user"].apply(list).to_dict()
     everyone = users["user"].tolist()
-    return np.array(
-        [members.get(p, everyone)[rng.integers(len(members.get(p, everyone)))] for p in projects]
-    )
+    # Each job's list of candidates, numbered; one draw per job below the length of its list
+    # (an array of bounds draws what one scalar draw per job would, in the same order).
+    lists = [*members.values(), everyone]
+    number = {p: k for k, p in enumerate(members)}
+    which = np.array([number.get(p, len(members)) for p in projects], dtype=np.int64)
+    offsets = np.cumsum([0, *map(len, lists)])
+    flat = np.array([u for names in lists for u in names], dtype=object)
+    picks = rng.integers(0, np.diff(offsets)[which]) if len(which) else which
+    return flat[offsets[which] + picks].astype(str)
 
 
 def _legacy_habits(trace: pd.DataFrame, config: GeneratorConfig, rng: np.random.Generator) -> None:
