@@ -123,10 +123,12 @@ class OpenVictims:
 
     def newest_first(self, streams: list[tuple[int, Size]]) -> Iterator[tuple[float, int, int]]:
         """(start, job, budget node) of the given (budget node, size) lists merged, latest
-        start first (ties: highest job first), as the victim order wants."""
-        lists = self.lists
-        if len(streams) == 1:
-            node, size = streams[0]
-            return ((s, v, node) for s, v in reversed(lists[node, size]))
-        tagged = [((s, v, node) for s, v in reversed(lists[node, size])) for node, size in streams]
-        return heapq.merge(*tagged, reverse=True)
+        start first (ties: highest job first), as the victim order wants. Each entry is tagged
+        with its own list's budget node (a group of sides with equal fair-share values merges
+        several)."""
+        tagged = [self._tagged(key) for key in streams]
+        return tagged[0] if len(tagged) == 1 else heapq.merge(*tagged, reverse=True)
+
+    def _tagged(self, key: tuple[int, Size]) -> Iterator[tuple[float, int, int]]:
+        node = key[0]  # (bound here: a comprehension's generators would all see its last value)
+        return ((s, v, node) for s, v in reversed(self.lists[key]))
