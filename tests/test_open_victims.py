@@ -67,6 +67,17 @@ def test_newest_first_with_ties_broken_by_the_higher_job_and_removal():
     assert index.eligible(4, 1, True) == [] and index.eligible(1, 8, True) == []
 
 
+def test_merged_streams_tag_each_job_with_its_own_budget_node():
+    # Sides with equal fair-share values are walked as one merged group; each victim must be
+    # judged as its own side's (a lazily bound tag once named the last side for all of them).
+    index = OpenVictims()
+    index.add(1, (1, 3), ONE, start_s=10.0, until_s=0.0, end_s=1000.0)
+    index.add(2, (1, 4), ONE, start_s=20.0, until_s=0.0, end_s=1000.0)
+    index.add(3, (1, 3), ONE, start_s=30.0, until_s=0.0, end_s=1000.0)
+    merged = list(index.newest_first([(3, ONE), (4, ONE)]))
+    assert merged == [(30.0, 3, 3), (20.0, 2, 4), (10.0, 1, 3)]
+
+
 def test_eligible_sizes_stop_at_the_largest_and_leave_out_the_reserve_if_asked():
     index = OpenVictims()
     index.add(1, NODES, (1, False), 0.0, 0.0, 1e9)
