@@ -2,6 +2,7 @@
 
     python benchmarks/bench_explorer.py              # workshop scenario (88 GPUs x 7 days)
     python benchmarks/bench_explorer.py --gpus 256   # a larger cluster, same knobs
+    python benchmarks/bench_explorer.py --gpus 256 --days 14   # the default scenario's size
 
 For each change (a new seed, so nothing is cached) it times the stages the app runs: workload
 generation, the simulation, the metrics and tables behind the charts, building the chart of the
@@ -45,11 +46,14 @@ def stages(config: il.SimConfig, tab: str) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=int, help="cluster size (default: the workshop scenario's)")
+    parser.add_argument("--days", type=float, help="simulated days (default: the scenario's)")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     base = default_config()
     if args.gpus:
         base = base.with_params(gpus=args.gpus, budgets_path=None)
+    if args.days:
+        base = base.with_params(days=args.days)
     print(f"{base.gpus} GPUs x {base.days:g} days, demand {base.demand:g}, policy {base.policy}")
     print(
         f"{'tab':12} {'generate':>9} {'simulate':>9} {'metrics':>8} {'chart':>7} {'to_dict':>8} {'total':>7}"
