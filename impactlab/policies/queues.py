@@ -161,9 +161,12 @@ def start_in_order(
     place = place or cluster.best_fit
     scan = _Scan(queue)
     until_refresh = False
-    while queue.live:
-        limit = min(scan.cap, max(cluster.largest_fit(), search_max if make_room else 0) + 1)
-        found = queue.best_head(limit, scan.failed)
+    searchable = search_max if make_room else 0  # sizes up to this may preempt for room
+    live, best_head, largest_fit = queue.live, queue.best_head, cluster.largest_fit
+    while live:
+        largest = largest_fit()  # (nothing below changes the cluster before a start)
+        limit = min(scan.cap, max(largest, searchable) + 1)
+        found = best_head(limit, scan.failed)
         if found is None:
             break
         key, gpus = found
@@ -173,7 +176,7 @@ def start_in_order(
             scan.set_aside(key, gpus)
             continue
         # (every placement is a best fit, which cannot succeed above the largest free block)
-        blocked = (avoid is not None and gpus in scan.kept_out) or gpus > cluster.largest_fit()
+        blocked = (avoid is not None and gpus in scan.kept_out) or gpus > largest
         nodes = None if blocked else place(gpus, avoid or NOTHING)
         restart = False
         if nodes is None and make_room is not None:
@@ -203,6 +206,8 @@ class _Scan:
     """What one ``start_in_order`` scan has learnt: the sizes to skip, the jobs set aside and
     the reservation's backfill count. A preemption may free more than its job took, so it
     forgets the sizes (``restart``)."""
+
+    __slots__ = ("aside", "cap", "closed", "failed", "free_failed", "kept_out", "passed", "queue")
 
     def __init__(self, queue: SizeQueues):
         self.queue = queue
