@@ -337,6 +337,16 @@ def waterfill(
     cap = np.asarray(capacity, dtype=float)
     if d.shape[1] == 0:
         return d.copy()
+    out = d.copy()  # rows whose demand fits get it all (most rows: sorting them is the cost)
+    short = np.flatnonzero(~(d.sum(axis=1) <= cap))
+    if len(short):
+        out[short] = _share_levels(cap[short], d[short], w)
+    return out
+
+
+def _share_levels(cap: np.ndarray, d: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``waterfill``'s rows whose demand exceeds the capacity: min(d_i, L * w_i) at the level L
+    where the shares use the capacity."""
     ratio = d / w
     order = np.argsort(ratio, axis=1, kind="stable")
     r_s = np.take_along_axis(ratio, order, axis=1)
@@ -348,5 +358,4 @@ def waterfill(
     k = np.argmax(used_at >= cap[:, None] - 1e-9, axis=1)
     rows = np.arange(len(cap))
     level = (cap - below[rows, k]) / w_from[rows, k]
-    saturated = d.sum(axis=1) <= cap
-    return np.where(saturated[:, None], d, np.minimum(d, level[:, None] * w))
+    return np.minimum(d, level[:, None] * w)
