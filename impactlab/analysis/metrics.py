@@ -64,13 +64,47 @@ def job_codes(job_ids: pd.Series, known: pd.Series | None = None) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class EventKinds:
+    """The log's ``event`` column as integer codes (factorised once), so that picking rows by
+    event compares integers rather than 760,000 Python strings per pass."""
+
+    codes: np.ndarray
+    names: tuple[str, ...]
+
+    @classmethod
+    def of(cls, events: pd.DataFrame) -> EventKinds:
+        """The codes of a log's events."""
+        codes, names = pd.factorize(events["event"].to_numpy(object))
+        return cls(codes, tuple(names))
+
+    def code(self, event: str) -> int:
+        """The code of an event (one no row has when the log has none: never -1, ``_take``'s
+        fill)."""
+        return self.names.index(event) if event in self.names else len(self.names)
+
+    def mask(self, *events: str) -> np.ndarray:
+        """Rows of the log that are any of ``events``."""
+        present = [self.names.index(e) for e in events if e in self.names]
+        if len(present) == 1:
+            return self.codes == present[0]
+        return np.isin(self.codes, present)
+
+
+def _event_kinds(events: pd.DataFrame, kinds: EventKinds | None) -> EventKinds:
+    """``kinds`` if the caller has them, else the log's."""
+    return EventKinds.of(events) if kinds is None else kinds
+
+
+@dataclass(frozen=True)
 class Keys:
     """Jobs as rows of the per-job table (``job_codes`` over its ids): of each row of the log and
-    of each attempt, and the kind of each job."""
+    of each attempt, and the kind of each job; and the log's ``EventKinds`` (None: taken from
+    the log when needed)."""
 
     job: np.ndarray
     att_job: np.ndarray
     kind: np.ndarray
+    event: EventKinds | None = None
 
 
 def _grouped(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -129,16 +163,23 @@ def _per_job(codes: np.ndarray, n_jobs: int) -> np.ndarray:
 
 
 # ----- attempts and the per-job table ------------------------------------------------------------
-def attempts(events: pd.DataFrame, horizon_s: float, job: np.ndarray | None = None) -> pd.DataFrame:
+def attempts(
+    events: pd.DataFrame,
+    horizon_s: float,
+    job: np.ndarray | None = None,
+    kinds: EventKinds | None = None,
+) -> pd.DataFrame:
     """One row per run attempt: job, GPUs, nodes, start, end (horizon if still running), how it
-    ended, the restart overhead it paid (and after what) and the progress it lost. The k-th end
-    of a job (``released``) closes its k-th start. ``job`` is ``job_codes`` of the log's rows.
+        ended, the restart overhead it paid (and after what) and the progress it lost. The k-th end
+        of a job (``released``) closes its k-th start. ``job`` is ``job_codes`` of the log's rows,
+    ``kinds`` its ``EventKinds`` (when the caller has them).
 
-    A preempted attempt holds its GPUs until their release (the ``requeue`` or ``kill`` after its
-    grace period), and its grace period counts as lost: it holds GPUs and makes no progress."""
+        A preempted attempt holds its GPUs until their release (the ``requeue`` or ``kill`` after its
+        grace period), and its grace period counts as lost: it holds GPUs and makes no progress."""
     job = job_codes(events["job_id"]) if job is None else job
-    starts = np.flatnonzero((events["event"] == Ev.START).to_numpy())
-    ends, end_s, lost_s = _releases(events, horizon_s, job)
+    kinds = _event_kinds(events, kinds)
+    starts = np.flatnonzero(kinds.mask(Ev.START))
+    ends, end_s, lost_s = _releases(events, horizon_s, job, kinds)
     start_job = job[starts]
     match = nth_match(start_job, job[ends])
     ended_by = _take(events["event"].to_numpy()[ends], match, "running")
@@ -168,23 +209,30 @@ def released(events: pd.DataFrame, horizon_s: float, job: np.ndarray | None = No
     """The rows that end attempts, a preemption's ``t_s`` moved to its release (the job's next
     row, a ``requeue`` or ``kill``; the horizon if still in grace) and its grace added to ``lost_s``."""
     rows, end_s, lost_s = _releases(
-        events, horizon_s, job_codes(events["job_id"]) if job is None else job
+        events,
+        horizon_s,
+        job_codes(events["job_id"]) if job is None else job,
+        EventKinds.of(events),
     )
     return events.iloc[rows].assign(t_s=end_s, lost_s=lost_s)
 
 
-def _releases(events: pd.DataFrame, horizon_s: float, job: np.ndarray) -> tuple[np.ndarray, ...]:
+def _releases(
+    events: pd.DataFrame, horizon_s: float, job: np.ndarray, kinds: EventKinds
+) -> tuple[np.ndarray, ...]:
     """``released`` as arrays: positions of the rows, their ends and their lost seconds."""
-    event, t = events["event"].to_numpy(), events["t_s"].to_numpy()
-    rows = np.flatnonzero(events["event"].isin(END_EVENTS).to_numpy())
+    event, t = kinds.codes, events["t_s"].to_numpy()
+    rows = np.flatnonzero(kinds.mask(*END_EVENTS))
     end_s, lost_s = t[rows], events["lost_s"].to_numpy()[rows]
-    preempt = event[rows] == Ev.PREEMPT
+    preempt = event[rows] == kinds.code(Ev.PREEMPT)
     if not preempt.any():
         return rows, end_s, lost_s
     nxt = next_row(job)[rows]
-    nxt_event = _take(event, nxt, "")
+    nxt_event = _take(event, nxt, -1)
     release = np.where(
-        (nxt_event == Ev.REQUEUE) | (nxt_event == Ev.KILL), _take(t, nxt, np.nan), horizon_s
+        (nxt_event == kinds.code(Ev.REQUEUE)) | (nxt_event == kinds.code(Ev.KILL)),
+        _take(t, nxt, np.nan),
+        horizon_s,
     )
     end_s = np.where(preempt, release, end_s)
     return rows, end_s, lost_s + (end_s - t[rows])
@@ -197,10 +245,22 @@ def job_table(
     preemptions, failures, kills, resubmissions, lost and overhead seconds. Jobs never started
     count their wait so far; a killed session's time away before its resubmission is not queued.
     ``att`` is ``attempts(events, horizon_s)`` when the caller has it already."""
-    submitted = trace[trace["submit_s"] < horizon_s]
+    submitted = _submitted(trace, horizon_s)
     job = job_codes(events["job_id"], submitted["job_id"])
-    att = attempts(events, horizon_s, job) if att is None else att
-    return _job_table(events, submitted, job, att, horizon_s)
+    kinds = EventKinds.of(events)
+    att = attempts(events, horizon_s, job, kinds) if att is None else att
+    return _job_table(events, submitted, job, att, horizon_s, kinds)
+
+
+def _submitted(trace: pd.DataFrame, horizon_s: float) -> pd.DataFrame:
+    """The jobs submitted before the horizon: the rows of the per-job table."""
+    return trace[trace["submit_s"] < horizon_s]
+
+
+def run_job_codes(events: pd.DataFrame, trace: pd.DataFrame, horizon_s: float) -> np.ndarray:
+    """``job_codes`` of the log's rows over the ids of the per-job table (the jobs submitted
+    before the horizon): what ``summarise`` groups by, and ``attempts`` may share."""
+    return job_codes(events["job_id"], _submitted(trace, horizon_s)["job_id"])
 
 
 def _job_table(
@@ -209,21 +269,22 @@ def _job_table(
     job: np.ndarray,
     att: pd.DataFrame,
     horizon_s: float,
+    kinds: EventKinds,
 ) -> pd.DataFrame:
-    """``job_table`` given the jobs submitted before the horizon and ``job_codes`` of the log's
-    rows over their ids."""
+    """``job_table`` given the jobs submitted before the horizon, ``job_codes`` of the log's
+    rows over their ids and the log's ``EventKinds``."""
     n_jobs = len(submitted)
-    event, t = events["event"].to_numpy(), events["t_s"].to_numpy()
-    att_job = job[event == Ev.START]
+    event, t = kinds.codes, events["t_s"].to_numpy()
+    att_job = job[kinds.mask(Ev.START)]
     out = submitted[["job_id", "submit_s", "user", "project", "kind", "gpus", "util"]].reset_index(
         drop=True
     )
     out = out.join(_attempt_totals(att, att_job, n_jobs))
     for ev in (Ev.PREEMPT, Ev.FAIL, Ev.KILL, Ev.RESUBMIT, Ev.EVICT):
-        out[f"{ev}s"] = _count(job[event == ev], n_jobs)
-    last = _last_row(job, np.isin(event, [*TERMINAL, Ev.RESUBMIT]), n_jobs)
-    last_event = _take(event, last, "")
-    ended = (last >= 0) & (last_event != Ev.RESUBMIT)  # a resubmission reopens a job
+        out[f"{ev}s"] = _count(job[kinds.mask(ev)], n_jobs)
+    last = _last_row(job, kinds.mask(*TERMINAL, Ev.RESUBMIT), n_jobs)
+    last_event = _take(event, last, -1)
+    ended = (last >= 0) & (last_event != kinds.code(Ev.RESUBMIT))  # a resubmission reopens a job
     out["end_s"] = np.where(ended, _take(t, last, np.nan), np.nan)
     open_attempt = (
         _take(att["ended_by"].to_numpy(object), _last_row(att_job, True, n_jobs), "") == "running"
@@ -232,11 +293,11 @@ def _job_table(
         object
     )
     for ev, name in TERMINAL.items():
-        state[ended & (last_event == ev)] = name
+        state[ended & (last_event == kinds.code(ev))] = name
     out["state"] = state
     stop = out["end_s"].fillna(horizon_s)
     out["wait_s"] = out["first_start_s"].fillna(stop) - out["submit_s"]
-    out["queued_s"] = stop - out["submit_s"] - out["ran_s"] - _away_s(events, job, n_jobs)
+    out["queued_s"] = stop - out["submit_s"] - out["ran_s"] - _away_s(events, job, n_jobs, kinds)
     return out
 
 
@@ -274,14 +335,12 @@ def _last_row(codes: np.ndarray, mask: np.ndarray | bool, n_jobs: int) -> np.nda
     return last
 
 
-def _away_s(events: pd.DataFrame, job: np.ndarray, n_jobs: int) -> np.ndarray:
+def _away_s(events: pd.DataFrame, job: np.ndarray, n_jobs: int, kinds: EventKinds) -> np.ndarray:
     """Per job (table row): seconds between each kill and the resubmission that followed it."""
-    rows = np.flatnonzero(events["event"].isin([Ev.KILL, Ev.RESUBMIT]).to_numpy())
+    rows = np.flatnonzero(kinds.mask(Ev.KILL, Ev.RESUBMIT))
     t, code = events["t_s"].to_numpy()[rows], job[rows]
     before = previous_row(code)
-    back = (
-        (events["event"].to_numpy()[rows] == Ev.RESUBMIT) & (before >= 0) & _per_job(code, n_jobs)
-    )
+    back = (kinds.codes[rows] == kinds.code(Ev.RESUBMIT)) & (before >= 0) & _per_job(code, n_jobs)
     gap = pd.Series(t[back] - t[before[back]])
     return gap.groupby(code[back]).sum().reindex(range(n_jobs), fill_value=0.0).to_numpy()
 
@@ -291,22 +350,25 @@ def clipped(start: np.ndarray, end: np.ndarray, window: Window) -> np.ndarray:
     return np.clip(np.minimum(end, window.t1) - np.maximum(start, window.t0), 0.0, None)
 
 
-def healthy_gpu_s(events: pd.DataFrame, window: Window, gpus_per_node: int) -> float:
+def healthy_gpu_s(
+    events: pd.DataFrame, window: Window, gpus_per_node: int, kinds: EventKinds | None = None
+) -> float:
     """Integral of healthy capacity A(t) over the window (nodes down are not available)."""
-    t, a = capacity_steps(events, window.capacity, gpus_per_node)
+    t, a = capacity_steps(events, window.capacity, gpus_per_node, kinds)
     seg_end = np.append(t[1:], np.inf)
     return float((a * clipped(t, seg_end, window)).sum())
 
 
 def capacity_steps(
-    events: pd.DataFrame, capacity: int, gpus_per_node: int
+    events: pd.DataFrame, capacity: int, gpus_per_node: int, kinds: EventKinds | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Healthy GPUs in service as a step function: change times and the value from each time
     on (a node down for repair or for planned maintenance is not available)."""
-    nodes = events[events["event"].isin([Ev.NODE_DOWN, Ev.NODE_UP, Ev.MAINT_DOWN, Ev.MAINT_UP])]
-    down = nodes["event"].isin([Ev.NODE_DOWN, Ev.MAINT_DOWN]).to_numpy()
+    kinds = _event_kinds(events, kinds)
+    rows = np.flatnonzero(kinds.mask(Ev.NODE_DOWN, Ev.NODE_UP, Ev.MAINT_DOWN, Ev.MAINT_UP))
+    down = kinds.mask(Ev.NODE_DOWN, Ev.MAINT_DOWN)[rows]
     delta = np.where(down, -gpus_per_node, gpus_per_node)
-    t = np.concatenate([[0.0], nodes["t_s"].to_numpy()])
+    t = np.concatenate([[0.0], events["t_s"].to_numpy()[rows]])
     return t, capacity + np.concatenate([[0], np.cumsum(delta)])
 
 
@@ -369,12 +431,17 @@ def take_rows(values: np.ndarray, rows: np.ndarray, block: int = 1 << 15) -> np.
 
 
 def owed_steps(
-    events: pd.DataFrame, jobs: pd.DataFrame, tree: BudgetTree, window: Window, gpus_per_node: int
+    events: pd.DataFrame,
+    jobs: pd.DataFrame,
+    tree: BudgetTree,
+    window: Window,
+    gpus_per_node: int,
+    kinds: EventKinds | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Owed GPUs per budget node as a step function: change times [T], healthy GPUs [T] and
     owed rates [T, nodes] (demand-capped water-filling of healthy capacity down the tree)."""
     t_d, demand = demand_steps(jobs, tree.size, gpus_per_node, window)
-    t_c, cap = capacity_steps(events, window.capacity, gpus_per_node)
+    t_c, cap = capacity_steps(events, window.capacity, gpus_per_node, kinds)
     times = np.union1d(t_d, t_c)
     d = take_rows(demand, np.searchsorted(t_d, times, side="right") - 1)
     del demand  # (the water-filling writes the rates over the demand)
@@ -391,14 +458,15 @@ def owed_and_delivered(
     window: Window,
     gpus_per_node: int,
     useful_s: np.ndarray | None = None,
+    kinds: EventKinds | None = None,
 ) -> pd.DataFrame:
     """Per budget node: entitlement, owed, delivered and useful GPU-seconds over the window, and
     impact: over the leaves beneath a node (the node itself if a leaf), delivered up to owed over
     owed (NaN where nothing was owed), so the root's impact is the headline one; ``impact_useful``
     the same with useful GPU-seconds for delivered. ``att_leaf`` (the leaf charged, -1
     unallocated), ``held_s`` and ``useful_s`` (``useful_held_gpu_s``; default ``held_s``) are per
-    attempt."""
-    times, a, rates = owed_steps(events, jobs, tree, window, gpus_per_node)
+    attempt; ``kinds`` the log's ``EventKinds`` when the caller has them."""
+    times, a, rates = owed_steps(events, jobs, tree, window, gpus_per_node, kinds)
     dur = clipped(times, np.append(times[1:], np.inf), window)
     owed = np.multiply(rates, dur[:, None], out=rates).sum(
         axis=0
@@ -541,13 +609,16 @@ def _submitted_in(table: pd.DataFrame, window: Window) -> np.ndarray:
     return (submit >= window.t0) & (submit < window.t1)
 
 
-def queue_lengths(events: pd.DataFrame, at_s: np.ndarray) -> np.ndarray:
+def queue_lengths(
+    events: pd.DataFrame, at_s: np.ndarray, kinds: EventKinds | None = None
+) -> np.ndarray:
     """Queued jobs (submitted or requeued, not yet started or withdrawn) just after each time
     ``at_s`` (events at that very time counted)."""
-    event = events["event"].to_numpy()
-    delta = np.zeros(len(event), int)
+    kinds = _event_kinds(events, kinds)
+    step_of = np.zeros(len(kinds.names) + 1, int)  # per code (and one for events not logged)
     for name, step in QUEUE_DELTA.items():
-        delta[event == name] = step
+        step_of[kinds.code(name)] = step
+    delta = step_of[kinds.codes]
     moves = delta != 0
     level = np.cumsum(delta[moves])
     seen = np.searchsorted(
@@ -556,11 +627,13 @@ def queue_lengths(events: pd.DataFrame, at_s: np.ndarray) -> np.ndarray:
     return np.where(seen > 0, level[np.maximum(seen - 1, 0)] if len(level) else 0, 0)
 
 
-def backlog(events: pd.DataFrame, window: Window, jobs: int) -> dict[str, object]:
+def backlog(
+    events: pd.DataFrame, window: Window, jobs: int, kinds: EventKinds | None = None
+) -> dict[str, object]:
     """The queue at the start of the window and at the end of each quarter of it
     (``queue_quarters``), the share of the run's ``jobs`` still queued at its end, and whether it
     grew through the whole window (see ``BACKLOG_GROWTH``)."""
-    quarters = queue_lengths(events, window.t0 + window.span_s * np.arange(5) / 4)
+    quarters = queue_lengths(events, window.t0 + window.span_s * np.arange(5) / 4, kinds)
     rising = bool(np.all(np.diff(quarters) > 0))
     end, start = int(quarters[-1]), int(quarters[0])
     growing = rising and end >= max(BACKLOG_GROWTH * start, BACKLOG_MIN_JOBS)
@@ -593,22 +666,26 @@ def summarise(
     horizon_s: float,
     att: pd.DataFrame | None = None,
     down: pd.DataFrame | None = None,
+    kinds: EventKinds | None = None,
+    job: np.ndarray | None = None,
 ) -> tuple[dict[str, object], pd.DataFrame, pd.DataFrame]:
-    """The run's headline metrics, its per-job table and its per-budget-node table. ``att`` and
-    ``down`` are ``attempts(events, horizon_s)`` and ``down_intervals(events, horizon_s)`` when
-    the caller has them already.
+    """The run's headline metrics, its per-job table and its per-budget-node table. ``att``,
+    ``down``, ``kinds`` and ``job`` are ``attempts(events, horizon_s)``,
+    ``down_intervals(events, horizon_s)``, ``EventKinds.of(events)`` and ``run_job_codes(events,
+    trace, horizon_s)`` when the caller has them already.
 
     Jobs are integer codes throughout (``job_codes``: rows of the per-job table), so that joins
     and groupings by job are array lookups rather than searches of string ids."""
-    submitted = trace[trace["submit_s"] < horizon_s]
-    job = job_codes(events["job_id"], submitted["job_id"])
-    att = attempts(events, horizon_s, job) if att is None else att
-    down = down_intervals(events, horizon_s) if down is None else down
-    table = _job_table(events, submitted, job, att, horizon_s)
+    submitted = _submitted(trace, horizon_s)
+    job = job_codes(events["job_id"], submitted["job_id"]) if job is None else job
+    kinds = _event_kinds(events, kinds)
+    att = attempts(events, horizon_s, job, kinds) if att is None else att
+    down = down_intervals(events, horizon_s, kinds) if down is None else down
+    table = _job_table(events, submitted, job, att, horizon_s, kinds)
     table["leaf"] = tree.leaves_for(table["project"], table["user"])  # -1: unallocated
-    keys = Keys(job, job[(events["event"] == Ev.START).to_numpy()], table["kind"].to_numpy(object))
+    keys = Keys(job, job[kinds.mask(Ev.START)], table["kind"].to_numpy(object), kinds)
     att_leaf = table["leaf"].to_numpy(int)[keys.att_job]
-    healthy = healthy_gpu_s(events, window, gpus_per_node)
+    healthy = healthy_gpu_s(events, window, gpus_per_node, kinds)
     held_s = held_gpu_s(att, down, window, gpus_per_node)
     funded = att_leaf >= 0
     budget = owed_and_delivered(
@@ -620,16 +697,17 @@ def summarise(
         window,
         gpus_per_node,
         useful_held_gpu_s(att, held_s, window),
+        kinds,
     )
     leaves = budget[budget["leaf"]]
     owed = leaves["owed_gpu_s"].to_numpy()
     got = np.minimum(leaves["delivered_gpu_s"].to_numpy(), owed)
     waits, by_size = wait_stats(table, window)
     queued = wait_stats(table, window, "queued_s")[0]
-    preempts = _in_window(events, window) & (events["event"] == Ev.PREEMPT).to_numpy()
+    preempts = _in_window(events, window) & kinds.mask(Ev.PREEMPT)
     entitled = leaves["entitled_gpu_s"].sum()
     strict = _ratio(np.minimum(leaves["delivered_gpu_s"], leaves["entitled_gpu_s"]).sum(), entitled)
-    resubmitted = _resubmitted(events, job)
+    resubmitted = _resubmitted(events, job, kinds)
     summary = {
         "jobs": len(table),
         "availability": _ratio(healthy, window.capacity * window.span_s),
@@ -648,10 +726,10 @@ def summarise(
         "jain": jain(got[owed > 0] / owed[owed > 0]),
         "requested_ratio": _requested_ratio(table, window, gpus_per_node),
         "withdrawn": int((table["state"] == "withdrawn").sum()),
-        **backlog(events, window, len(table)),
+        **backlog(events, window, len(table), kinds),
         **session_summary(events, keys, att, resubmitted, window),
-        **health_summary(events, att, window, horizon_s, down),
-        **maintenance_summary(events, gpus_per_node, horizon_s),
+        **health_summary(events, att, window, horizon_s, down, kinds),
+        **maintenance_summary(events, gpus_per_node, horizon_s, kinds),
         "preemptions_by_kind": {
             str(k): int(n)
             for k, n in pd.Series(keys.kind[job[preempts]]).value_counts().sort_index().items()
@@ -709,7 +787,8 @@ def session_summary(
     a resubmission (``resubmitted``: ``_resubmitted(events, keys.job)``)."""
     session = keys.kind[keys.att_job] == SESSION
     inside = _in_window(events, window)
-    kills = inside & (events["event"] == Ev.KILL).to_numpy()
+    kinds = _event_kinds(events, keys.event)
+    kills = inside & kinds.mask(Ev.KILL)
     return {
         "sessions_killed": int(kills.sum()),
         "sessions_killed_share": _ratio(
@@ -718,8 +797,8 @@ def session_summary(
         "session_lost_gpu_hours": float(_lost_gpu_s(att, Ev.PREEMPT, window)[session].sum())
         / 3600.0,
         "session_cut_gpu_hours": cut_gpu_s(events, np.flatnonzero(kills), resubmitted) / 3600.0,
-        "resubmits": int((inside & (events["event"] == Ev.RESUBMIT).to_numpy()).sum()),
-        "resubmit_wait_s": percentiles(resubmit_waits(events, window, keys.job)),
+        "resubmits": int((inside & kinds.mask(Ev.RESUBMIT)).sum()),
+        "resubmit_wait_s": percentiles(resubmit_waits(events, window, keys.job, kinds)),
     }
 
 
@@ -746,26 +825,31 @@ def cut_gpu_s(events: pd.DataFrame, kills: np.ndarray, resubmitted: np.ndarray) 
     return float((events["gpus"].to_numpy()[cut] * events["lost_s"].to_numpy()[cut]).sum())
 
 
-def _resubmitted(events: pd.DataFrame, job: np.ndarray) -> np.ndarray:
+def _resubmitted(events: pd.DataFrame, job: np.ndarray, kinds: EventKinds) -> np.ndarray:
     """Per row of the log: a kill whose session was submitted again later (before the end)."""
-    rows = np.flatnonzero(events["event"].isin([Ev.KILL, Ev.RESUBMIT]).to_numpy())
-    following = _take(events["event"].to_numpy()[rows], next_row(job[rows]), "") == Ev.RESUBMIT
+    rows = np.flatnonzero(kinds.mask(Ev.KILL, Ev.RESUBMIT))
+    following = _take(kinds.codes[rows], next_row(job[rows]), -1) == kinds.code(Ev.RESUBMIT)
     out = np.zeros(len(events), bool)
     out[rows] = following
     return out
 
 
 def resubmit_waits(
-    events: pd.DataFrame, window: Window, job: np.ndarray | None = None
+    events: pd.DataFrame,
+    window: Window,
+    job: np.ndarray | None = None,
+    kinds: EventKinds | None = None,
 ) -> pd.Series:
     """Seconds from each resubmission in the window to the session's next start (or its
-    withdrawal, or the end of the run). ``job`` is ``job_codes`` of the log's rows."""
+    withdrawal, or the end of the run), indexed by the resubmission's row of the log. ``job``
+    is ``job_codes`` of the log's rows, ``kinds`` its ``EventKinds``."""
     job = job_codes(events["job_id"]) if job is None else job
-    mask = events["event"].isin([Ev.RESUBMIT, Ev.START, Ev.WITHDRAW]).to_numpy()
-    rows = events[mask]
-    nxt = pd.Series(_take(rows["t_s"].to_numpy(), next_row(job[mask]), window.t1), index=rows.index)
-    back = (rows["event"] == Ev.RESUBMIT) & (rows["t_s"] >= window.t0) & (rows["t_s"] < window.t1)
-    return (nxt - rows["t_s"])[back]
+    kinds = _event_kinds(events, kinds)
+    rows = np.flatnonzero(kinds.mask(Ev.RESUBMIT, Ev.START, Ev.WITHDRAW))
+    t = events["t_s"].to_numpy()[rows]
+    nxt = _take(t, next_row(job[rows]), window.t1)
+    back = (kinds.codes[rows] == kinds.code(Ev.RESUBMIT)) & (t >= window.t0) & (t < window.t1)
+    return pd.Series((nxt - t)[back], index=events.index[rows[back]])
 
 
 def by_kind(
@@ -791,9 +875,9 @@ def by_kind(
         _ran_in(att, window),
         _lost_gpu_s(att, Ev.PREEMPT, window),
     )
-    event = events["event"].to_numpy()
-    hit = np.flatnonzero(_in_window(events, window) & ((event == Ev.PREEMPT) | (event == Ev.KILL)))
-    hit_job, hit_event = keys.job[hit], event[hit]
+    event = _event_kinds(events, keys.event)
+    hit = np.flatnonzero(_in_window(events, window) & event.mask(Ev.PREEMPT, Ev.KILL))
+    hit_job, hit_event = keys.job[hit], event.codes[hit]
     hit_code = code[hit_job]
     mine = _submitted_in(table, window)
     state = table["state"].to_numpy(object)
@@ -802,8 +886,8 @@ def by_kind(
     for i, k in enumerate(kinds):
         jobs, ran_jobs = mine & (code == i), _distinct(keys.att_job[ran & (att_code == i)])
         preempts, kills = (
-            (hit_code == i) & (hit_event == Ev.PREEMPT),
-            (hit_code == i) & (hit_event == Ev.KILL),
+            (hit_code == i) & (hit_event == event.code(Ev.PREEMPT)),
+            (hit_code == i) & (hit_event == event.code(Ev.KILL)),
         )
         rows.append(
             {
@@ -847,10 +931,12 @@ KIND_COLUMNS = [
 
 
 # ----- availability: the node events ---------------------------------------------------------
-def down_intervals(events: pd.DataFrame, horizon_s: float) -> pd.DataFrame:
+def down_intervals(
+    events: pd.DataFrame, horizon_s: float, kinds: EventKinds | None = None
+) -> pd.DataFrame:
     """One row per failure: node, down_s, up_s (the horizon if still under repair), repair."""
-    event = events["event"].to_numpy()
-    downs, ups = events[event == Ev.NODE_DOWN], events[event == Ev.NODE_UP]
+    kinds = _event_kinds(events, kinds)
+    downs, ups = events[kinds.mask(Ev.NODE_DOWN)], events[kinds.mask(Ev.NODE_UP)]
     node = downs["nodes"].to_numpy().astype(int)
     match = nth_match(
         node, ups["nodes"].to_numpy().astype(int)
@@ -917,17 +1003,17 @@ def health_summary(
     window: Window,
     horizon_s: float,
     down: pd.DataFrame | None = None,
+    kinds: EventKinds | None = None,
 ) -> dict[str, object]:
     """Failures, repairs by kind, jobs hit and GPU-hours lost to failures, inside the window
     (``down``: ``down_intervals(events, horizon_s)`` when the caller has it)."""
-    down = down_intervals(events, horizon_s) if down is None else down
+    kinds = _event_kinds(events, kinds)
+    down = down_intervals(events, horizon_s, kinds) if down is None else down
     began = down[(down["down_s"] >= window.t0) & (down["down_s"] < window.t1)]
     done = down[
         (down["up_s"] >= window.t0) & (down["up_s"] < window.t1) & (down["repair"] != "open")
     ]
-    fails = events[
-        (events["event"] == Ev.FAIL) & (events["t_s"] >= window.t0) & (events["t_s"] < window.t1)
-    ]
+    fails = events[kinds.mask(Ev.FAIL) & _in_window(events, window)]
     return {
         "node_failures": len(began),
         "human_repairs": int((done["repair"] == "human").sum()),
@@ -993,24 +1079,26 @@ def window_name(detail: str) -> str:
     return detail.removeprefix("maintenance=").partition(";")[0]
 
 
-def maintenance_table(events: pd.DataFrame, gpus_per_node: int, horizon_s: float) -> pd.DataFrame:
+def maintenance_table(
+    events: pd.DataFrame, gpus_per_node: int, horizon_s: float, kinds: EventKinds | None = None
+) -> pd.DataFrame:
     """One row per node and maintenance window: when it was announced (``cordon``), when its
     last job left (``vacated``), when it went down and came back (NaN if not by the horizon),
     hours from announcement to free (``free_h``; NaN while not free), the jobs evicted from it
     and the work they lost, and the GPU-hours it stood idle but closed between its last job
     leaving and going down (``idle_gpu_hours``). Whole run: maintenance is planned for given
     times, so it is reported whether or not it falls in the reporting window."""
-    event = events["event"].to_numpy()
+    kinds = _event_kinds(events, kinds)
     columns = [
         "window", "node", "announced_s", "vacated_s", "down_s", "up_s", "free_h",
         "evicted", "evicted_lost_gpu_hours", "idle_gpu_hours",
     ]  # fmt: skip
-    cordons = events[event == Ev.CORDON]
+    cordons = events[kinds.mask(Ev.CORDON)]
     if cordons.empty:
         return pd.DataFrame({c: [] for c in columns})
     rows = []
-    node_rows = {ev: events[event == ev] for ev in (Ev.VACATED, Ev.MAINT_DOWN, Ev.MAINT_UP)}
-    evicts = events[event == Ev.EVICT]
+    node_rows = {ev: events[kinds.mask(ev)] for ev in (Ev.VACATED, Ev.MAINT_DOWN, Ev.MAINT_UP)}
+    evicts = events[kinds.mask(Ev.EVICT)]
     evict_window = np.array([window_name(d) for d in evicts["detail"]], dtype=object)
     evict_nodes = [set(map(int, str(n).split(","))) for n in evicts["nodes"]]
     for t0, node_text, detail in zip(cordons["t_s"], cordons["nodes"], cordons["detail"]):
@@ -1047,15 +1135,16 @@ def maintenance_table(events: pd.DataFrame, gpus_per_node: int, horizon_s: float
 
 
 def maintenance_summary(
-    events: pd.DataFrame, gpus_per_node: int, horizon_s: float
+    events: pd.DataFrame, gpus_per_node: int, horizon_s: float, kinds: EventKinds | None = None
 ) -> dict[str, object]:
     """What planned maintenance cost (``maintenance_table`` summed): nodes taken, the longest
     and mean hours from announcement to a free node (a node still not free at the horizon counts
     until the horizon, and ``maintenance_unfreed`` says how many), jobs evicted and the work
     they lost, GPU-hours idle on closed nodes. Zero and NaN without a plan."""
-    table = maintenance_table(events, gpus_per_node, horizon_s)
+    kinds = _event_kinds(events, kinds)
+    table = maintenance_table(events, gpus_per_node, horizon_s, kinds)
     free_h = table["free_h"].fillna((horizon_s - table["announced_s"]) / 3600.0)
-    evicts = events[events["event"] == Ev.EVICT]
+    evicts = events[kinds.mask(Ev.EVICT)]
     return {
         "maintenance_nodes": len(table),
         "maintenance_free_h_max": float(free_h.max()) if len(table) else math.nan,

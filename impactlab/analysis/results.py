@@ -17,6 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..base.config import ORGANISATION, SimConfig
@@ -33,11 +34,13 @@ from .findings import findings
 from .fleet import cluster_events
 from .metrics import (
     SIZE_BUCKETS,
+    EventKinds,
     Window,
     attempts,
     down_intervals,
     health_series,
     maintenance_table,
+    run_job_codes,
     summarise,
 )
 
@@ -94,6 +97,8 @@ class SimResult:
             self.config.horizon_s,
             att=self._attempts,
             down=self._down,
+            kinds=self._event_kinds,
+            job=self._job_codes,
         )
         head = derived[0]
         knobs = frozenset(p.name for p in policy_params(self.config.policy))
@@ -160,11 +165,21 @@ class SimResult:
 
     @cached_property
     def _attempts(self) -> pd.DataFrame:
-        return attempts(self.events, self.config.horizon_s)
+        return attempts(self.events, self.config.horizon_s, self._job_codes, self._event_kinds)
 
     @cached_property
     def _down(self) -> pd.DataFrame:
-        return down_intervals(self.events, self.config.horizon_s)
+        return down_intervals(self.events, self.config.horizon_s, self._event_kinds)
+
+    @cached_property
+    def _event_kinds(self) -> EventKinds:
+        """The log's events as integer codes, shared by the metrics."""
+        return EventKinds.of(self.events)
+
+    @cached_property
+    def _job_codes(self) -> np.ndarray:
+        """The log's jobs as rows of the per-job table, shared by the metrics."""
+        return run_job_codes(self.events, self.trace, self.config.horizon_s)
 
     @property
     def jobs(self) -> pd.DataFrame:
