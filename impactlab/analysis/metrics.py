@@ -402,9 +402,19 @@ def interval_steps(
     order = np.argsort(times, kind="stable")
     grid = np.zeros((len(times) + 1, n_groups))
     grid[np.arange(1, len(times) + 1), cols[order]] = deltas[order]
-    return np.concatenate([[0.0], times[order]]), np.cumsum(
-        grid, axis=0, out=grid
-    )  # (in place: [T, groups] is large)
+    return np.concatenate([[0.0], times[order]]), _running_sum(grid)
+
+
+def _running_sum(grid: np.ndarray, block: int = 1 << 12) -> np.ndarray:
+    """``np.cumsum(grid, axis=0)`` written over ``grid`` (in place: [T, groups] is large), a block
+    of rows at a time so that each stays in cache: a block's first row adds the previous one's
+    last, then the block runs on, the same additions in the same order."""
+    for lo in range(0, len(grid), block):
+        rows = grid[lo : lo + block]
+        if lo:
+            rows[0] += grid[lo - 1]
+        np.cumsum(rows, axis=0, out=rows)
+    return grid
 
 
 def step_integral(times: np.ndarray, values: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -570,9 +580,14 @@ Percentiles = dict[str, float | int | None]
 
 def percentiles(values: pd.Series) -> Percentiles:
     """p50/p90/p99 and count of a sample (None when empty)."""
+    return _percentiles(values.to_numpy(dtype=float))
+
+
+def _percentiles(values: np.ndarray) -> Percentiles:
+    """``percentiles`` of an array of floats."""
     if len(values) == 0:
         return {"p50": None, "p90": None, "p99": None, "n": 0}
-    p50, p90, p99 = np.percentile(values.to_numpy(dtype=float), [50, 90, 99])
+    p50, p90, p99 = np.percentile(values, [50, 90, 99])
     return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "n": len(values)}
 
 
@@ -589,13 +604,28 @@ def wait_stats(
 ) -> tuple[dict[str, Percentiles], dict[str, Percentiles]]:
     """Waits of jobs submitted in the window (first-start ``wait_s``, or total ``queued_s``
     including requeues): overall, by kind and by size bucket."""
-    inside = submitted_in(table, window)
-    by_kind = {k: percentiles(g[column]) for k, g in inside.groupby("kind", sort=True)}
-    by_size = {
-        b: percentiles(g[column])
-        for b, g in inside.groupby(size_bucket(inside["gpus"]), sort=False)
-    }
-    return {"all": percentiles(inside[column]), **by_kind}, by_size
+    return _wait_stats(table, window, (column,))[column]
+
+
+def _wait_stats(
+    table: pd.DataFrame, window: Window, columns: tuple[str, ...]
+) -> dict[str, tuple[dict[str, Percentiles], dict[str, Percentiles]]]:
+    """``wait_stats`` of several columns, the jobs grouped once: kinds in sorted order, size
+    buckets in order of first appearance (as ``groupby`` orders them)."""
+    inside = _submitted_in(table, window)
+    kind, kinds = pd.factorize(table["kind"].to_numpy(object)[inside], sort=True)
+    gpus = table["gpus"].to_numpy()[inside]
+    labels = np.full(len(gpus), "", dtype=object)
+    for lo, hi, name in SIZE_BUCKETS:
+        labels[(gpus >= lo) & (gpus <= hi)] = name
+    size, sizes = pd.factorize(labels)
+    out = {}
+    for column in columns:
+        values = table[column].to_numpy(dtype=float)[inside]
+        by_kind = {str(k): _percentiles(values[kind == i]) for i, k in enumerate(kinds)}
+        by_size = {str(b): _percentiles(values[size == i]) for i, b in enumerate(sizes)}
+        out[column] = ({"all": _percentiles(values), **by_kind}, by_size)
+    return out
 
 
 def submitted_in(table: pd.DataFrame, window: Window) -> pd.DataFrame:
@@ -702,8 +732,8 @@ def summarise(
     leaves = budget[budget["leaf"]]
     owed = leaves["owed_gpu_s"].to_numpy()
     got = np.minimum(leaves["delivered_gpu_s"].to_numpy(), owed)
-    waits, by_size = wait_stats(table, window)
-    queued = wait_stats(table, window, "queued_s")[0]
+    stats = _wait_stats(table, window, ("wait_s", "queued_s"))
+    (waits, by_size), queued = stats["wait_s"], stats["queued_s"][0]
     preempts = _in_window(events, window) & kinds.mask(Ev.PREEMPT)
     entitled = leaves["entitled_gpu_s"].sum()
     strict = _ratio(np.minimum(leaves["delivered_gpu_s"], leaves["entitled_gpu_s"]).sum(), entitled)
@@ -881,6 +911,7 @@ def by_kind(
     hit_code = code[hit_job]
     mine = _submitted_in(table, window)
     state = table["state"].to_numpy(object)
+    finished, withdrawn = mine & (state == "finished"), mine & (state == "withdrawn")
     none = percentiles(pd.Series([], dtype=float))
     rows = []
     for i, k in enumerate(kinds):
@@ -893,8 +924,8 @@ def by_kind(
             {
                 "kind": k,
                 "jobs": int(jobs.sum()),
-                "finished": int((jobs & (state == "finished")).sum()),
-                "withdrawn": int((jobs & (state == "withdrawn")).sum()),
+                "finished": int((finished & (code == i)).sum()),
+                "withdrawn": int((withdrawn & (code == i)).sum()),
                 "ran": ran_jobs,
                 "preemptions": int(preempts.sum()),
                 "preempted_share": _ratio(_distinct(hit_job[preempts]), ran_jobs),
