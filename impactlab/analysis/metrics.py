@@ -60,7 +60,17 @@ def job_codes(job_ids: pd.Series, known: pd.Series | None = None) -> np.ndarray:
     if known is None:
         return pd.factorize(ids)[0]
     first = known.to_numpy(object)
-    return pd.factorize(np.concatenate([first, ids]))[0][len(first) :]
+    codes, seen = pd.factorize(ids)  # ids in order of first appearance
+    n = len(first)
+    if len(seen) >= n and (seen[:n] == first).all():  # the log met the jobs in the table's order
+        return codes
+    table = pd.Index(first)
+    if not table.is_unique:
+        return pd.factorize(np.concatenate([first, ids]))[0][n:]
+    where = table.get_indexer(seen)
+    other = where < 0
+    where[other] = n + np.arange(int(other.sum()))
+    return where[codes]
 
 
 @dataclass(frozen=True)
@@ -117,9 +127,12 @@ def _grouped(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return order, first, last
 
 
-def cumcount(codes: np.ndarray) -> np.ndarray:
-    """Position of each row among the rows of its code (``groupby(...).cumcount()``)."""
-    order, first, _ = _grouped(codes)
+def cumcount(
+    codes: np.ndarray, grouped: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+) -> np.ndarray:
+    """Position of each row among the rows of its code (``groupby(...).cumcount()``);
+    ``grouped`` is ``_grouped(codes)`` when the caller has it."""
+    order, first, _ = _grouped(codes) if grouped is None else grouped
     at = np.arange(len(codes))
     out = np.empty(len(codes), np.int64)
     out[order] = at - np.maximum.accumulate(np.where(first, at, 0))
@@ -134,19 +147,26 @@ def next_row(codes: np.ndarray) -> np.ndarray:
     return out
 
 
-def previous_row(codes: np.ndarray) -> np.ndarray:
-    """Index of the previous row of the same code, -1 before its first (``shift(1)``)."""
-    order, first, _ = _grouped(codes)
+def previous_row(
+    codes: np.ndarray, grouped: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+) -> np.ndarray:
+    """Index of the previous row of the same code, -1 before its first (``shift(1)``);
+    ``grouped`` is ``_grouped(codes)`` when the caller has it."""
+    order, first, _ = _grouped(codes) if grouped is None else grouped
     out = np.full(len(codes), -1)
     out[order[~first]] = order[np.flatnonzero(~first) - 1]
     return out
 
 
-def nth_match(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+def nth_match(
+    left: np.ndarray, right: np.ndarray, left_count: np.ndarray | None = None
+) -> np.ndarray:
     """For each row of ``left`` (codes), the row of ``right`` with the same code and as many
-    earlier rows of that code (the k-th with the k-th), -1 if none."""
+    earlier rows of that code (the k-th with the k-th), -1 if none. ``left_count`` is
+    ``cumcount(left)`` when the caller has it."""
     width = max(len(left), len(right)) + 1  # more rows than any code has: one key per (code, k)
-    return pd.Index(right * width + cumcount(right)).get_indexer(left * width + cumcount(left))
+    k = cumcount(left) if left_count is None else left_count
+    return pd.Index(right * width + cumcount(right)).get_indexer(left * width + k)
 
 
 def _take(values: np.ndarray, at: np.ndarray, fill: object) -> np.ndarray:
@@ -181,7 +201,9 @@ def attempts(
     starts = np.flatnonzero(kinds.mask(Ev.START))
     ends, end_s, lost_s = _releases(events, horizon_s, job, kinds)
     start_job = job[starts]
-    match = nth_match(start_job, job[ends])
+    grouped = _grouped(start_job)
+    n = cumcount(start_job, grouped)
+    match = nth_match(start_job, job[ends], n)
     ended_by = _take(events["event"].to_numpy()[ends], match, "running")
     at_start = {
         col: events[col].to_numpy()[starts]
@@ -190,7 +212,7 @@ def attempts(
     return pd.DataFrame(
         {
             "job_id": at_start["job_id"],
-            "n": cumcount(start_job),
+            "n": n,
             "gpus": at_start["gpus"],
             "nodes": at_start["nodes"],
             "start_s": at_start["t_s"],
@@ -199,7 +221,7 @@ def attempts(
             "ended_by": ended_by,
             "lost_s": _take(lost_s, match, 0.0),
             "restart_after": _take(
-                ended_by, previous_row(start_job), ""
+                ended_by, previous_row(start_job, grouped), ""
             ),  # what the overhead pays for
         }
     )
