@@ -305,14 +305,21 @@ class BudgetTree:
         return owed
 
     def _owed_block(self, capacity: np.ndarray, leaf_demand: np.ndarray) -> np.ndarray:
-        demand = self.subtree_sum(leaf_demand)
+        # Node-major ([nodes, T]): a node's instants are contiguous, so the subtree sums add
+        # whole rows and a node's children are a gather of rows (``subtree_sum``'s additions,
+        # in its order; the water-filling gets the same [T, children] arrays).
+        demand = np.array(leaf_demand.T, dtype=float, order="C")
+        parent = self.parent
+        for i in range(self.size - 1, 0, -1):
+            demand[parent[i]] += demand[i]
         owed = np.zeros_like(demand)
-        owed[:, ROOT] = np.minimum(capacity, demand[:, ROOT])
+        owed[ROOT] = np.minimum(capacity, demand[ROOT])
         for i, kids in enumerate(self.children):
             if kids:
                 weights = np.array([self.share[c] for c in kids])
-                owed[:, list(kids)] = waterfill(owed[:, i], demand[:, list(kids)], weights)
-        return owed
+                wanted = np.ascontiguousarray(demand[list(kids)].T)
+                owed[list(kids)] = waterfill(owed[i], wanted, weights).T
+        return owed.T
 
 
 def _user_names(raw: Any, project: str, source: str) -> tuple[str, ...]:
