@@ -249,14 +249,21 @@ def _releases(
     preempt = event[rows] == kinds.code(Ev.PREEMPT)
     if not preempt.any():
         return rows, end_s, lost_s
-    nxt = next_row(job)[rows]
+    pre = rows[preempt]
+    # A preemption's next row of its job: among the rows of the jobs ever preempted (all of
+    # each such job's rows, in order), so that only those are sorted by job.
+    hit = np.zeros(int(job.max()) + 1, bool)
+    hit[job[pre]] = True
+    theirs = np.flatnonzero(hit[job])
+    nxt = _take(theirs, next_row(job[theirs])[np.searchsorted(theirs, pre)], -1)
     nxt_event = _take(event, nxt, -1)
     release = np.where(
         (nxt_event == kinds.code(Ev.REQUEUE)) | (nxt_event == kinds.code(Ev.KILL)),
         _take(t, nxt, np.nan),
         horizon_s,
     )
-    end_s = np.where(preempt, release, end_s)
+    end_s = end_s.copy()
+    end_s[preempt] = release
     return rows, end_s, lost_s + (end_s - t[rows])
 
 
