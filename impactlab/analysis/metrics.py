@@ -315,8 +315,8 @@ def _job_table(
     last_event = _take(event, last, -1)
     ended = (last >= 0) & (last_event != kinds.code(Ev.RESUBMIT))  # a resubmission reopens a job
     out["end_s"] = np.where(ended, _take(t, last, np.nan), np.nan)
-    open_attempt = (
-        _take(att["ended_by"].to_numpy(object), _last_row(att_job, True, n_jobs), "") == "running"
+    open_attempt = _take(  # (compared as they are: the column's strings are not made again)
+        _equals(att["ended_by"], "running"), _last_row(att_job, True, n_jobs), False
     )
     state = np.where(open_attempt & (out["attempts"].to_numpy() > 0), "running", "queued").astype(
         object
@@ -372,6 +372,12 @@ def _away_s(events: pd.DataFrame, job: np.ndarray, n_jobs: int, kinds: EventKind
     back = (kinds.codes[rows] == kinds.code(Ev.RESUBMIT)) & (before >= 0) & _per_job(code, n_jobs)
     gap = pd.Series(t[back] - t[before[back]])
     return gap.groupby(code[back]).sum().reindex(range(n_jobs), fill_value=0.0).to_numpy()
+
+
+def _equals(column: pd.Series, value: str) -> np.ndarray:
+    """Rows of a text column equal to ``value``, compared in the column's own storage (an Arrow
+    string column is not turned into Python strings first); missing values are not equal."""
+    return (column == value).to_numpy(dtype=bool, na_value=False)
 
 
 def clipped(start: np.ndarray, end: np.ndarray, window: Window) -> np.ndarray:
@@ -552,8 +558,8 @@ def wasted_gpu_s(att: pd.DataFrame, window: Window, cause: str | None = None) ->
     overhead = np.minimum(att["overhead_s"].to_numpy(), end - start)
     lost = np.minimum(att["lost_s"].to_numpy(), end - start - overhead)
     if cause is not None:
-        overhead = np.where(att["restart_after"].to_numpy() == cause, overhead, 0.0)
-        lost = np.where(att["ended_by"].to_numpy() == cause, lost, 0.0)
+        overhead = np.where(_equals(att["restart_after"], cause), overhead, 0.0)
+        lost = np.where(_equals(att["ended_by"], cause), lost, 0.0)
     return (clipped(start, start + overhead, window) + clipped(end - lost, end, window)) * att[
         "gpus"
     ].to_numpy()
