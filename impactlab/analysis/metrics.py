@@ -435,21 +435,32 @@ def interval_steps(
     cols = np.concatenate([group, group])
     deltas = np.concatenate([weight, -np.asarray(weight)]).astype(float)
     order = np.argsort(times, kind="stable")
-    grid = np.zeros((len(times) + 1, n_groups))
-    grid[np.arange(1, len(times) + 1), cols[order]] = deltas[order]
-    return np.concatenate([[0.0], times[order]]), _running_sum(grid)
+    return np.concatenate([[0.0], times[order]]), _running_sum(
+        len(times) + 1, n_groups, cols[order], deltas[order]
+    )
 
 
-def _running_sum(grid: np.ndarray, block: int = 1 << 12) -> np.ndarray:
-    """``np.cumsum(grid, axis=0)`` written over ``grid`` (in place: [T, groups] is large), a block
-    of rows at a time so that each stays in cache: a block's first row adds the previous one's
-    last, then the block runs on, the same additions in the same order."""
-    for lo in range(0, len(grid), block):
-        rows = grid[lo : lo + block]
+def _running_sum(
+    n_rows: int, n_groups: int, col: np.ndarray, delta: np.ndarray, block: int = 1 << 11
+) -> np.ndarray:
+    """The cumulative sum down the rows of a [n_rows, n_groups] grid that is zero but for row
+    r >= 1 holding ``delta[r - 1]`` in column ``col[r - 1]`` (``np.cumsum(grid, axis=0)``).
+    The grid is never made: a block of its rows at a time is scattered into a small buffer that
+    stays in cache, the block's first row adds the previous block's last sum, and the block's
+    sums go straight to the output (the same additions in the same order; [T, groups] is large,
+    and zeroing it was most of the time)."""
+    out = np.empty((n_rows, n_groups))
+    buf = np.zeros((block, n_groups))
+    for lo in range(0, n_rows, block):
+        hi = min(lo + block, n_rows)
+        r = np.arange(max(lo, 1), hi)
+        buf[r - lo, col[r - 1]] = delta[r - 1]
+        rows = buf[: hi - lo]
         if lo:
-            rows[0] += grid[lo - 1]
-        np.cumsum(rows, axis=0, out=rows)
-    return grid
+            rows[0] += out[lo - 1]
+        np.cumsum(rows, axis=0, out=out[lo:hi])
+        rows.fill(0.0)
+    return out
 
 
 def step_integral(times: np.ndarray, values: np.ndarray, edges: np.ndarray) -> np.ndarray:
