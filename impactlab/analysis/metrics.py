@@ -413,12 +413,17 @@ def demand_steps(
     """GPUs wanted (pending or running) per budget node at each change time; [T], [T, nodes].
 
     A job wants its held GPUs from submit until it finishes or is withdrawn."""
+    return interval_steps(*_demand_intervals(jobs, gpus_per_node, window), n_nodes)
+
+
+def _demand_intervals(
+    jobs: pd.DataFrame, gpus_per_node: int, window: Window
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``demand_steps``'s intervals: start, end, GPUs held and leaf of every funded job."""
     funded = jobs[jobs["leaf"] >= 0]
     held = held_of(funded["gpus"].to_numpy(), gpus_per_node).astype(float)
     stop = funded["end_s"].fillna(window.t1).to_numpy()
-    return interval_steps(
-        funded["submit_s"].to_numpy(), stop, held, funded["leaf"].to_numpy(int), n_nodes
-    )
+    return funded["submit_s"].to_numpy(), stop, held, funded["leaf"].to_numpy(int)
 
 
 def interval_steps(
@@ -430,35 +435,58 @@ def interval_steps(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Sum of ``weight`` over the intervals [start, end) open at each time, per group, as a step
     function: change times [T] (starting at 0) and the value from each time on [T, n_groups]."""
+    times, col, delta = _interval_changes(start, end, weight, group)
+    return times, _running_sum(len(times), n_groups, col, delta)
+
+
+def _interval_changes(
+    start: np.ndarray, end: np.ndarray, weight: np.ndarray, group: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``interval_steps``'s change times [T] (starting at 0) and, for each after the first, the
+    group it changes and by how much."""
     group = np.zeros(len(start), int) if group is None else np.asarray(group, int)
     times = np.concatenate([start, end]).astype(float)
     cols = np.concatenate([group, group])
     deltas = np.concatenate([weight, -np.asarray(weight)]).astype(float)
     order = np.argsort(times, kind="stable")
-    return np.concatenate([[0.0], times[order]]), _running_sum(
-        len(times) + 1, n_groups, cols[order], deltas[order]
-    )
+    return np.concatenate([[0.0], times[order]]), cols[order], deltas[order]
 
 
 def _running_sum(
-    n_rows: int, n_groups: int, col: np.ndarray, delta: np.ndarray, block: int = 1 << 11
+    n_rows: int,
+    n_groups: int,
+    col: np.ndarray,
+    delta: np.ndarray,
+    keep: np.ndarray | None = None,
+    block: int = 1 << 11,
 ) -> np.ndarray:
     """The cumulative sum down the rows of a [n_rows, n_groups] grid that is zero but for row
-    r >= 1 holding ``delta[r - 1]`` in column ``col[r - 1]`` (``np.cumsum(grid, axis=0)``).
+    r >= 1 holding ``delta[r - 1]`` in column ``col[r - 1]`` (``np.cumsum(grid, axis=0)``);
+    with ``keep`` (row numbers, not decreasing), only those rows of it (``[keep]``).
     The grid is never made: a block of its rows at a time is scattered into a small buffer that
     stays in cache, the block's first row adds the previous block's last sum, and the block's
-    sums go straight to the output (the same additions in the same order; [T, groups] is large,
-    and zeroing it was most of the time)."""
-    out = np.empty((n_rows, n_groups))
+    sums go to the output (the same additions in the same order; [T, groups] is large, and
+    zeroing it was most of the time)."""
+    if keep is not None and len(keep) and keep[0] < 0:  # (negative rows count from the end)
+        return _running_sum(n_rows, n_groups, col, delta, block=block)[keep]
+    out = np.empty((n_rows if keep is None else len(keep), n_groups))
     buf = np.zeros((block, n_groups))
+    carry = np.zeros(n_groups)
     for lo in range(0, n_rows, block):
         hi = min(lo + block, n_rows)
         r = np.arange(max(lo, 1), hi)
         buf[r - lo, col[r - 1]] = delta[r - 1]
         rows = buf[: hi - lo]
         if lo:
-            rows[0] += out[lo - 1]
-        np.cumsum(rows, axis=0, out=out[lo:hi])
+            rows[0] += carry
+        if keep is None:
+            np.cumsum(rows, axis=0, out=out[lo:hi])
+            carry = out[hi - 1]
+        else:
+            np.cumsum(rows, axis=0, out=rows)
+            first, last = np.searchsorted(keep, [lo, hi])
+            out[first:last] = rows[keep[first:last] - lo]
+            carry = rows[-1].copy()
         rows.fill(0.0)
     return out
 
@@ -496,11 +524,14 @@ def owed_steps(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Owed GPUs per budget node as a step function: change times [T], healthy GPUs [T] and
     owed rates [T, nodes] (demand-capped water-filling of healthy capacity down the tree)."""
-    t_d, demand = demand_steps(jobs, tree.size, gpus_per_node, window)
+    t_d, col, delta = _interval_changes(*_demand_intervals(jobs, gpus_per_node, window))
     t_c, cap = capacity_steps(events, window.capacity, gpus_per_node, kinds)
     times = np.union1d(t_d, t_c)
-    d = take_rows(demand, np.searchsorted(t_d, times, side="right") - 1)
-    del demand  # (the water-filling writes the rates over the demand)
+    # demand_steps' rows at the merged change times, made only there (no [T, nodes] array of
+    # every change time): the water-filling then writes the rates over them
+    d = _running_sum(
+        len(t_d), tree.size, col, delta, keep=np.searchsorted(t_d, times, side="right") - 1
+    )
     a = cap[np.searchsorted(t_c, times, side="right") - 1].astype(float)
     return times, a, tree.owed_rates(a, d, out=d)
 
