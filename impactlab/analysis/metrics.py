@@ -14,6 +14,7 @@ import pandas as pd
 
 from ..base.gangs import SIZE_BUCKETS, held_of
 from ..inputs.budgets import ROOT, BudgetTree
+from ..inputs.trace import SESSION
 from ..sim.events import Ev
 
 END_EVENTS = (Ev.PREEMPT, Ev.FINISH, Ev.FAIL, Ev.EVICT)
@@ -33,7 +34,6 @@ TERMINAL = {
     Ev.WITHDRAW: "withdrawn",
     Ev.KILL: "killed",
 }  # last event -> state
-SESSION = "interactive"  # the kind whose preemption may end it (a kill)
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,14 @@ from operator import itemgetter
 
 import numpy as np
 
+from ..inputs.trace import SESSION
 from ..sim.events import UNALLOCATED, Job
 from ..sim.policy import Context, Scheduler
 from .queues import NO_LIMIT, Place, PreemptFn, Searches, SizeQueues, queue_for, start_in_order
 from .reservation import Hold
 from .usage import DecayedUsage, WindowUsage
 
-BOOSTED_KINDS = frozenset({"debug", "interactive"})
+BOOSTED_KINDS = frozenset({"debug", SESSION})
 
 
 #: The key of the organisation's ``SharedUsage`` in ``Organisation.shared``.

@@ -15,6 +15,7 @@ from typing import ClassVar
 
 from ..base.params import knob
 from ..base.units import DAY_S, plural, span
+from ..inputs.trace import SESSION
 from ..sim.events import Job
 from ..sim.policy import (
     BACKFILL_REASON,
@@ -312,7 +313,7 @@ class Impactful(FairShare):
 
     def cap_s(self, job: Job) -> float:
         """The protection cap of ``job``'s kind: ``cap_hours_interactive`` for sessions, if set."""
-        if job.kind == "interactive" and self.cap_hours_interactive is not None:
+        if job.kind == SESSION and self.cap_hours_interactive is not None:
             return self.cap_hours_interactive * 3600.0
         return self.cap_hours * 3600.0
 

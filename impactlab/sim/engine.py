@@ -22,6 +22,7 @@ from functools import partial
 from ..base.config import HealthConfig, Maintenance
 from ..base.rng import stream
 from ..inputs.budgets import BudgetTree
+from ..inputs.trace import SESSION
 from .clock import Call, Clock
 from .cluster import Cluster
 from .events import Ev, EventLog, Job
@@ -55,7 +56,6 @@ CORDON, EVICT, VACATED, MAINT_DOWN, MAINT_UP = (
     Ev.MAINT_UP.value,
 )
 NO_FAILURES = HealthConfig()  # the do-nothing health model
-SESSION = "interactive"  # the kind of job that is a session: preempting it ends it
 
 
 @dataclass(frozen=True)
