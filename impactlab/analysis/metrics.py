@@ -14,8 +14,7 @@ import pandas as pd
 
 from ..base.gangs import SIZE_BUCKETS, held_of
 from ..inputs.budgets import ROOT, BudgetTree
-from ..inputs.trace import SESSION
-from ..sim.events import Ev
+from ..sim.events import SESSION, Ev
 
 END_EVENTS = (Ev.PREEMPT, Ev.FINISH, Ev.FAIL, Ev.EVICT)
 QUEUE_DELTA = {

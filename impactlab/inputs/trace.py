@@ -10,9 +10,6 @@ import pandas as pd
 from ..base.params import FALSE_WORDS, TRUE_WORDS
 
 KINDS = ("debug", "interactive", "eval", "training", "pretrain", "other")
-#: The kind of job that is a session: a person at the other end (preempting it may end it, and
-#: a cap on its protection may apply).
-SESSION = "interactive"
 
 REQUIRED = ("job_id", "submit_s", "gpus", "duration_s")
 

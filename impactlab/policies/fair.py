@@ -13,8 +13,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from ..inputs.trace import SESSION
-from ..sim.events import UNALLOCATED, Job
+from ..sim.events import SESSION, UNALLOCATED, Job
 from ..sim.policy import Context, Scheduler
 from .queues import NO_LIMIT, Place, PreemptFn, Searches, SizeQueues, queue_for, start_in_order
 from .reservation import Hold

@@ -15,8 +15,7 @@ from typing import ClassVar
 
 from ..base.params import knob
 from ..base.units import DAY_S, plural, span
-from ..inputs.trace import SESSION
-from ..sim.events import Job
+from ..sim.events import SESSION, Job
 from ..sim.policy import (
     BACKFILL_REASON,
     DRAIN_NOTE,

@@ -22,10 +22,9 @@ from functools import partial
 from ..base.config import HealthConfig, Maintenance
 from ..base.rng import stream
 from ..inputs.budgets import BudgetTree
-from ..inputs.trace import SESSION
 from .clock import Call, Clock
 from .cluster import Cluster
-from .events import Ev, EventLog, Job
+from .events import SESSION, Ev, EventLog, Job
 from .fleet import FleetSeat
 from .grace import GraceBook
 from .health import NodeHealth, repair_mode

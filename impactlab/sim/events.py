@@ -18,6 +18,9 @@ from ..base.gangs import held_of, nodes_needed_of
 from ..inputs.budgets import BudgetTree
 
 UNALLOCATED = -1  # leaf of a job no budget funds
+#: The kind of job that is a session: a person at the other end (preempting it may end it, and
+#: a cap on its protection may apply).
+SESSION = "interactive"
 
 
 class Ev(StrEnum):
