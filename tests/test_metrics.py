@@ -445,22 +445,22 @@ def test_nth_match_pairs_the_kth_row_of_a_code_with_the_kth_as_a_merge_does(left
 
 @settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.integers(0, 30), min_size=0, max_size=40), st.integers(1, 6), st.data())
-def test_take_rows_in_place_is_fancy_indexing(steps, block, data):
-    """Rows picked from themselves or later ones are taken in place; any other pick is a copy;
-    both equal ``values[rows]``."""
-    from impactlab.analysis.metrics import take_rows
+def test_running_sums_of_picked_rows_are_fancy_indexing_of_the_grid_sums(steps, block, data):
+    """The running sums down a grid that is zero but for one change per row (what
+    ``interval_steps`` and the owed rates are made of), without the grid and block by block:
+    all rows equal ``np.cumsum(grid, axis=0)``, and picked rows equal its ``[rows]``."""
+    from impactlab.analysis.metrics import _running_sum
 
-    values = np.arange(len(steps) * 3, dtype=float).reshape(len(steps), 3)
-    rows = (
-        np.array(
-            sorted(
-                data.draw(st.lists(st.integers(0, max(len(steps) - 1, 0)), max_size=len(steps)))
-            ),
-            dtype=int,
-        )
-        if len(steps)
-        else np.array([], dtype=int)
+    n_rows, groups = len(steps) + 1, 3
+    col = np.array([s % groups for s in steps], dtype=int)
+    delta = np.array(steps, dtype=float) - 7.5
+    grid = np.zeros((n_rows, groups))
+    grid[np.arange(1, n_rows), col] = delta
+    values = np.cumsum(grid, axis=0)
+    rows = np.array(
+        sorted(data.draw(st.lists(st.integers(0, n_rows - 1), max_size=n_rows))), dtype=int
     )
     want = values[rows]
-    got = take_rows(values.copy(), rows, block)
+    got = _running_sum(n_rows, groups, col, delta, keep=rows, block=block)
     np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(_running_sum(n_rows, groups, col, delta, block=block), values)

@@ -189,12 +189,12 @@ def attempts(
     kinds: EventKinds | None = None,
 ) -> pd.DataFrame:
     """One row per run attempt: job, GPUs, nodes, start, end (horizon if still running), how it
-        ended, the restart overhead it paid (and after what) and the progress it lost. The k-th end
-        of a job (``released``) closes its k-th start. ``job`` is ``job_codes`` of the log's rows,
+    ended, the restart overhead it paid (and after what) and the progress it lost. The k-th end
+    of a job (``released``) closes its k-th start. ``job`` is ``job_codes`` of the log's rows,
     ``kinds`` its ``EventKinds`` (when the caller has them).
 
-        A preempted attempt holds its GPUs until their release (the ``requeue`` or ``kill`` after its
-        grace period), and its grace period counts as lost: it holds GPUs and makes no progress."""
+    A preempted attempt holds its GPUs until their release (the ``requeue`` or ``kill`` after its
+    grace period), and its grace period counts as lost: it holds GPUs and makes no progress."""
     job = job_codes(events["job_id"]) if job is None else job
     kinds = _event_kinds(events, kinds)
     starts = np.flatnonzero(kinds.mask(Ev.START))
@@ -406,19 +406,11 @@ def capacity_steps(
     return t, capacity + np.concatenate([[0], np.cumsum(delta)])
 
 
-def demand_steps(
-    jobs: pd.DataFrame, n_nodes: int, gpus_per_node: int, window: Window
-) -> tuple[np.ndarray, np.ndarray]:
-    """GPUs wanted (pending or running) per budget node at each change time; [T], [T, nodes].
-
-    A job wants its held GPUs from submit until it finishes or is withdrawn."""
-    return interval_steps(*_demand_intervals(jobs, gpus_per_node, window), n_nodes)
-
-
 def _demand_intervals(
     jobs: pd.DataFrame, gpus_per_node: int, window: Window
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``demand_steps``'s intervals: start, end, GPUs held and leaf of every funded job."""
+    """The intervals of demand: start, end, GPUs held and leaf of every funded job (a job wants
+    its held GPUs from submit until it finishes or is withdrawn)."""
     funded = jobs[jobs["leaf"] >= 0]
     held = held_of(funded["gpus"].to_numpy(), gpus_per_node).astype(float)
     stop = funded["end_s"].fillna(window.t1).to_numpy()
@@ -461,13 +453,11 @@ def _running_sum(
 ) -> np.ndarray:
     """The cumulative sum down the rows of a [n_rows, n_groups] grid that is zero but for row
     r >= 1 holding ``delta[r - 1]`` in column ``col[r - 1]`` (``np.cumsum(grid, axis=0)``);
-    with ``keep`` (row numbers, not decreasing), only those rows of it (``[keep]``).
+    with ``keep`` (row numbers >= 0, not decreasing), only those rows of it (``[keep]``).
     The grid is never made: a block of its rows at a time is scattered into a small buffer that
     stays in cache, the block's first row adds the previous block's last sum, and the block's
     sums go to the output (the same additions in the same order; [T, groups] is large, and
     zeroing it was most of the time)."""
-    if keep is not None and len(keep) and keep[0] < 0:  # (negative rows count from the end)
-        return _running_sum(n_rows, n_groups, col, delta, block=block)[keep]
     out = np.empty((n_rows if keep is None else len(keep), n_groups))
     buf = np.zeros((block, n_groups))
     carry = np.zeros(n_groups)
@@ -501,18 +491,6 @@ def step_integral(times: np.ndarray, values: np.ndarray, edges: np.ndarray) -> n
     return cum[k] + values[k] * (np.asarray(edges) - times[k]).reshape(shape)
 
 
-def take_rows(values: np.ndarray, rows: np.ndarray, block: int = 1 << 15) -> np.ndarray:
-    """``values[rows]``, written over ``values`` itself when every row comes from itself or a
-    later one (the usual case: equal change times merged), so that no second [T, nodes] array
-    is made. Blocks go in order, and a block reads only rows no earlier block has written."""
-    if len(rows) > len(values) or not (rows >= np.arange(len(rows))).all():
-        return values[rows]
-    for lo in range(0, len(rows), block):
-        hi = min(lo + block, len(rows))
-        values[lo:hi] = values[rows[lo:hi]]
-    return values[: len(rows)]
-
-
 def owed_steps(
     events: pd.DataFrame,
     jobs: pd.DataFrame,
@@ -526,8 +504,8 @@ def owed_steps(
     t_d, col, delta = _interval_changes(*_demand_intervals(jobs, gpus_per_node, window))
     t_c, cap = capacity_steps(events, window.capacity, gpus_per_node, kinds)
     times = np.union1d(t_d, t_c)
-    # demand_steps' rows at the merged change times, made only there (no [T, nodes] array of
-    # every change time): the water-filling then writes the rates over them
+    # The demand per node at the merged change times, made only there (no [T, nodes] array of
+    # every change time): the water-filling then writes the rates over it.
     d = _running_sum(
         len(t_d), tree.size, col, delta, keep=np.searchsorted(t_d, times, side="right") - 1
     )

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 ROOT = 0
+#: Values per budget node: plain floats, or the rows of a node-major array.
+ByNode = TypeVar("ByNode", list[float], np.ndarray)
 OWED_BLOCK_ROWS = 1 << 15  # instants water-filled at once (``BudgetTree.owed_rates``)
 NODE_KEYS = frozenset({"name", "share", "children", "users"})
 
@@ -246,14 +248,18 @@ class BudgetTree:
         values = np.asarray(leaf_values, dtype=float)
         if values.ndim == 1:
             return np.array(self.subtree_sum_list(values.tolist()))
-        out2 = values.copy()
-        for i in range(self.size - 1, 0, -1):
-            out2[..., self.parent[i]] += out2[..., i]
-        return out2
+        out = values.copy()
+        self._add_up(np.moveaxis(out, -1, 0))  # (a view: node-major, the additions land in out)
+        return out
 
     def subtree_sum_list(self, values: list[float]) -> list[float]:
         """``subtree_sum`` of one vector of plain floats, in place (the hot case: every
         fair-share refresh)."""
+        return self._add_up(values)
+
+    def _add_up(self, values: ByNode) -> ByNode:
+        """Add each node's value into its parent's, deepest first, in place: ``values[node]``
+        is a float, or a row of a node-major array."""
         parent = self.parent
         for i in range(self.size - 1, 0, -1):  # children have larger indices than parents
             values[parent[i]] += values[i]
@@ -308,10 +314,7 @@ class BudgetTree:
         # Node-major ([nodes, T]): a node's instants are contiguous, so the subtree sums add
         # whole rows and a node's children are a gather of rows (``subtree_sum``'s additions,
         # in its order; the water-filling gets the same [T, children] arrays).
-        demand = np.array(leaf_demand.T, dtype=float, order="C")
-        parent = self.parent
-        for i in range(self.size - 1, 0, -1):
-            demand[parent[i]] += demand[i]
+        demand = self._add_up(np.array(leaf_demand.T, dtype=float, order="C"))
         owed = np.zeros_like(demand)
         owed[ROOT] = np.minimum(capacity, demand[ROOT])
         for i, kids in enumerate(self.children):
