@@ -601,7 +601,7 @@ class _bar:
     def __init__(self, progress: bool, total: int, done: int, backend: str) -> None:
         self.progress, self.total, self.done, self.backend = progress, total, done, backend
         self.bar: Any = None
-        self.shown: Any = None  # in Jupyter: the display of the widget bar, updated when it closes
+        self.shown: Any = None  # in Jupyter: the display of the widget bar, replaced when it closes
         self.failed = 0
 
     def __enter__(self) -> Self:
@@ -628,7 +628,9 @@ class _bar:
         if self.bar is not None:
             self.bar.close()
         if self.shown is not None:
-            self.shown.update(self.bar.container)
+            # A finished bar moves no more: its last line, as text, replaces the widget, so the
+            # stored output reads the same everywhere (a widget's needs a live kernel to draw).
+            self.shown.update({"text/plain": repr(self.bar.container)}, raw=True)
 
     def step(self, failed: bool) -> None:
         """One more run completed."""
