@@ -13,8 +13,17 @@ NODES = (1, 4)  # a leaf (4) under a program (1)
 ONE = (1, False)  # one GPU, not only on the reserve
 
 
+LATER = 1e6  # a time after every start below: every unprotected job has joined by then
+
+
 def order(index: OpenVictims, streams) -> list[int]:
     return [v for _, v, _ in index.newest_first(streams)]
+
+
+def opened(index: OpenVictims, jobs: int = 20) -> OpenVictims:
+    """``index`` once time has moved past every start (no job shielded)."""
+    index.refresh(LATER, [False] * jobs)
+    return index
 
 
 def test_a_protected_job_joins_when_its_protection_has_ended():
@@ -31,7 +40,23 @@ def test_a_protected_job_joins_when_its_protection_has_ended():
     assert order(index, [(4, ONE)]) == [7] and order(index, [(1, ONE)]) == [7]
 
 
-def test_a_job_protected_to_its_end_never_joins_and_an_unprotected_one_joins_at_once():
+def test_an_unprotected_job_joins_once_time_has_moved_past_its_start():
+    # A job is never a victim at the instant it starts (nor before it begins, when it waits
+    # for GPUs in a grace period): the index holds only jobs a search may draw now.
+    index = OpenVictims()
+    index.add(1, NODES, ONE, start_s=100.0, until_s=100.0, end_s=1000.0)
+    index.add(2, NODES, ONE, start_s=130.0, until_s=130.0, end_s=1000.0)  # begins later
+    shielded = [False] * 3
+    for now in (50.0, 100.0):
+        index.refresh(now, shielded)
+        assert len(index) == 0 and index.smallest(4, 8, True) is None and index.gpus.get(4, 0) == 0
+    index.refresh(100.5, shielded)
+    assert order(index, [(4, ONE)]) == [1] and index.gpus[1] == 1
+    index.refresh(130.5, shielded)
+    assert order(index, [(4, ONE)]) == [2, 1] and index.gpus[4] == 2
+
+
+def test_a_job_protected_to_its_end_never_joins_and_an_unprotected_one_joins_after_its_start():
     index = OpenVictims()
     index.add(1, NODES, ONE, start_s=0.0, until_s=500.0, end_s=400.0)
     index.add(2, NODES, ONE, start_s=0.0, until_s=0.0, end_s=400.0)
@@ -59,6 +84,7 @@ def test_newest_first_with_ties_broken_by_the_higher_job_and_removal():
     index = OpenVictims()
     for j, start in [(5, 10.0), (2, 30.0), (9, 30.0), (4, 20.0)]:
         index.add(j, NODES, ONE, start, start, 1e9)
+    opened(index)
     assert order(index, [(4, ONE)]) == [9, 2, 4, 5]
     index.remove(2)
     assert order(index, [(4, ONE)]) == [9, 4, 5]
@@ -74,6 +100,7 @@ def test_merged_streams_tag_each_job_with_its_own_budget_node():
     index.add(1, (1, 3), ONE, start_s=10.0, until_s=0.0, end_s=1000.0)
     index.add(2, (1, 4), ONE, start_s=20.0, until_s=0.0, end_s=1000.0)
     index.add(3, (1, 3), ONE, start_s=30.0, until_s=0.0, end_s=1000.0)
+    opened(index)
     merged = list(index.newest_first([(3, ONE), (4, ONE)]))
     assert merged == [(30.0, 3, 3), (20.0, 2, 4), (10.0, 1, 3)]
 
@@ -84,6 +111,7 @@ def test_eligible_sizes_stop_at_the_largest_and_leave_out_the_reserve_if_asked()
     index.add(2, NODES, (1, True), 0.0, 0.0, 1e9)
     index.add(3, NODES, (8, False), 0.0, 0.0, 1e9)
     index.add(4, NODES, (16, False), 0.0, 0.0, 1e9)
+    opened(index)
     assert index.eligible(4, 8, True) == [(1, False), (1, True), (8, False)]
     assert index.eligible(4, 8.0, False) == [(1, False), (8, False)]
     assert index.eligible(4, 0.5, True) == []
@@ -106,6 +134,7 @@ def test_merged_streams_follow_start_then_job_descending(jobs, data):
     for j, (start, held, leaf) in enumerate(jobs):
         index.add(j, (1, leaf), (held, False), float(start), float(start), 1e9)
         info[j] = (float(start), leaf)
+    opened(index, len(jobs))
     gone = data.draw(st.sets(st.sampled_from(sorted(info))))
     for j in gone:
         index.remove(j)
@@ -133,6 +162,7 @@ def test_smallest_is_the_first_size_eligible_gives(jobs, largest, reserve_too):
     index = OpenVictims()
     for j, (held, on_reserve, _) in enumerate(jobs):
         index.add(j, NODES, (held, on_reserve), 0.0, 0.0, 1e9)
+    opened(index, len(jobs))
     for j, (_, _, leave) in enumerate(jobs):
         if leave:
             index.remove(j)

@@ -14,14 +14,17 @@ from collections.abc import Iterator
 
 Entry = tuple[float, int]  # (start time, job): sorted ascending, walked newest first
 Size = tuple[int, bool]  # (GPUs held, runs only on the interactive reserve)
+Pending = tuple[float, float, int, tuple[int, ...], Size]  # (due, start, job, nodes, size)
 
 
 class OpenVictims:
-    """Running funded jobs whose protection has ended, under every budget node on their path
+    """Running funded jobs that may be preempted now, under every budget node on their path
     (the root aside) and by size (GPUs held, and whether the job runs only on the interactive
-    reserve: most searches may not free it), in (start time, job) order. A protected job
-    joins when its protection ends: the policy names it at start (``add``) and
-    ``refresh(now)`` moves it over once due."""
+    reserve: most searches may not free it), in (start time, job) order. The policy names a
+    job at its start (``add``); ``refresh(now)`` moves it over once it may be preempted: once
+    time has moved past its start (a job is never a victim at the instant it starts, nor
+    before it begins) and its protection, if any, has ended. So every job in the index can
+    be drawn by a search at ``now``, and its smallest sizes are the smallest drawable."""
 
     def __init__(self) -> None:
         self.lists: dict[tuple[int, Size], list[Entry]] = {}  # (budget node, size) -> entries
@@ -29,9 +32,8 @@ class OpenVictims:
         self._where: dict[
             int, tuple[tuple[int, ...], Size, Entry]
         ] = {}  # open job -> (nodes, size, entry)
-        self._due: list[
-            tuple[float, float, int, tuple[int, ...], Size]
-        ] = []  # (until, start, job, nodes, size)
+        self._due: list[Pending] = []  # protected jobs, by the end of their protection
+        self._fresh: list[Pending] = []  # unprotected jobs, by their start
         self._attempt: dict[int, float] = {}  # running job -> its attempt's start time
         # budget node -> GPUs the open jobs under it hold (the most a walk can free there)
         self.gpus: dict[int, int] = {}
@@ -52,7 +54,7 @@ class OpenVictims:
         ``until_s`` (it stays protected to its end if that comes first)."""
         self._attempt[j] = start_s
         if until_s <= start_s:
-            self._open(j, nodes, size, start_s)
+            heapq.heappush(self._fresh, (start_s, start_s, j, nodes, size))
         elif until_s < end_s:
             heapq.heappush(self._due, (until_s, start_s, j, nodes, size))
 
@@ -72,19 +74,29 @@ class OpenVictims:
                 self.sizes[node].remove(size)
 
     def refresh(self, now: float, shielded: list[bool]) -> None:
-        """Open the jobs whose protection ended by ``now`` (as ``shielded`` says)."""
-        due, retry = self._due, []
-        while due and due[0][0] <= now:
-            entry = heapq.heappop(due)
+        """Open the jobs that may be preempted at ``now``: unprotected ones started before it,
+        and those whose protection ended by then (as ``shielded`` says)."""
+        fresh, due = self._fresh, self._due
+        if fresh and fresh[0][0] < now:
+            self._admit(fresh, now, shielded, at_now=False)
+        if due and due[0][0] <= now:
+            self._admit(due, now, shielded, at_now=True)
+
+    def _admit(self, heap: list[Pending], now: float, shielded: list[bool], at_now: bool) -> None:
+        """Open the entries of ``heap`` due before ``now`` (or at it, ``at_now``). An entry whose
+        job is still shielded is kept: its protection event has not fired yet."""
+        retry = []
+        while heap and (heap[0][0] <= now if at_now else heap[0][0] < now):
+            entry = heapq.heappop(heap)
             _, start_s, j, nodes, size = entry
             if self._attempt.get(j) != start_s or j in self._where:
                 continue  # that attempt has ended
             if shielded[j]:
-                retry.append(entry)  # its protection event has not fired yet
+                retry.append(entry)
             else:
                 self._open(j, nodes, size, start_s)
         for entry in retry:
-            heapq.heappush(due, entry)
+            heapq.heappush(heap, entry)
 
     def _open(self, j: int, nodes: tuple[int, ...], size: Size, start_s: float) -> None:
         entry = (start_s, j)
