@@ -276,11 +276,15 @@ class FairQueues:
         searches: Searches | None = None,
         preempt_max: int = NO_LIMIT,
         hold: Hold | None = None,
+        blocked: Callable[[SizeQueues, bool], bool] | None = None,
     ) -> None:
         """One pass: funded lanes by Fair Tree rank (preempting if allowed), then unallocated.
         ``place[boosted]`` chooses the nodes of funded jobs (default: best fit); only gangs of
         up to ``preempt_max`` GPUs ask ``make_room`` in this pass (it refuses larger ones), so
-        a lane of larger gangs only is scanned only if one of them fits.
+        a lane of larger gangs only is scanned only if one of them fits. ``blocked(queue,
+        boosted)``, the policy's quick test that a funded lane would start nothing, stands for
+        the scan when it says so: the lane is then marked as a failed scan would mark it, and
+        may be scanned again after a ranking refresh (its test may have judged fair shares).
 
         A lane whose scan started nothing is skipped until GPUs are freed or a protection ends
         (``sched.epoch``), the ``searches`` version of the victims moves, the ranking is
@@ -307,6 +311,8 @@ class FairQueues:
             if unfunded:
                 if queue.sizes[0] <= cluster.largest_fit():
                     self._scan(queue, sched, None, None, state, None, hold, funded=False)
+            elif make_room and blocked is not None and blocked(queue, not unboosted):
+                queue.stuck = _failed(sched, state, searches, True, True)
             elif (make_room and queue.sizes[0] <= preempt_max) or queue.sizes[
                 0
             ] <= cluster.largest_fit():
@@ -350,11 +356,26 @@ class FairQueues:
             search_max=preempt_max,
         )
         if len(queue.live) == waiting:
-            # Jobs started at this instant are no victims yet: with preemption, such a scan
-            # holds for this instant only (a pass that preempted is followed by another one).
-            fresh = make_room is not None and sched.last_start_s >= sched.now
-            queue.stuck = (
-                state,
-                searches.refreshes if searches and (until_refresh or later) else None,
-                sched.now if fresh else None,
+            queue.stuck = _failed(
+                sched, state, searches, until_refresh or later, make_room is not None
             )
+
+
+def _failed(
+    sched: Scheduler,
+    state: tuple[int, int, int],
+    searches: Searches | None,
+    until_refresh: bool,
+    preempts: bool,
+) -> tuple[tuple[int, int, int], int | None, float | None]:
+    """The mark of a lane whose scan in ``state`` started nothing (``SizeQueues.stuck``): it
+    holds until the state moves; across ranking refreshes only if no search of the scan judged
+    fair shares (``until_refresh``). Jobs started at this instant are no victims yet: if the
+    scan could preempt (``preempts``), the mark holds for this instant only (a pass that
+    preempted is followed by another one)."""
+    fresh = preempts and sched.last_start_s >= sched.now
+    return (
+        state,
+        searches.refreshes if searches and until_refresh else None,
+        sched.now if fresh else None,
+    )

@@ -6,6 +6,7 @@ faster (``tests/test_oracle.py`` replays traces under both).
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from ..sim.policy import (
 from .fair import BOOSTED_KINDS
 from .fairshare import FairShare
 from .open_victims import OpenVictims
-from .queues import NO_LIMIT, Place, Room, Searches
+from .queues import NO_LIMIT, Place, Room, Searches, SizeQueues
 from .reservation import Hold
 from .victims import Approve, choose_victims, walk_one
 
@@ -425,6 +426,7 @@ class Impactful(FairShare):
             self.searches,
             NO_LIMIT if gangs_too else sched.cluster.gpus_per_node,
             self.hold,
+            partial(self.lane_blocked, sched),
         )
         self.gate.done(sched)
 
@@ -556,25 +558,68 @@ class Impactful(FairShare):
         first candidates (which free no funded GPUs, so they change no swap) make room nowhere:
         no side's smallest victim passes the fair swap with nothing freed. Then the walk would
         still have judged fair shares if it drew a victim at all: this says so in ``verdicts``
-        whenever a side has one it may break up, drawable now or not (a lane judged without
-        need is only scanned again at the next refresh, and fails the same way)."""
+        whenever a side has one it may break up (a lane judged without need is only scanned
+        again at the next refresh, and fails the same way)."""
         self.open.refresh(sched.now, sched.shielded)
-        index, largest = self.open, self.max_victim_ratio * job.held
         reserve_too = not (avoid and avoid.issuperset(self.reserve))
-        sides = self._sides(job.leaf)
-        no_better, mine_of = self.fair.no_better, self._mine_of[job.leaf]
+        fails = self._swaps_fail(job.leaf, job.held, reserve_too)
+        if fails is None:
+            return False
+        if fails:
+            verdicts.judged = True
+        return True
+
+    def _swaps_fail(self, leaf: int, held: int, reserve_too: bool) -> bool | None:
+        """For a single-node job of ``held`` GPUs under ``leaf``: None if some side's smallest
+        victim it may break up (``OpenVictims.smallest``, as refreshed) passes the fair swap
+        with nothing freed yet; else whether any side has one at all (True: they all fail)."""
+        index, largest, sides = self.open, self.max_victim_ratio * held, self._sides(leaf)
+        no_better, mine_of = self.fair.no_better, self._mine_of[leaf]  # (filled by _sides)
         judged = False
         for theirs in sides:  # (the verdicts of ``_open_sides``, without its lists)
             smallest = index.smallest(theirs, largest, reserve_too)
             if smallest is not None:
-                if no_better(mine_of[theirs], job.held, theirs, -smallest):
-                    return (
-                        False  # (``_passes_alone``, inline: this loop is the usual failed search)
-                    )
+                if no_better(mine_of[theirs], held, theirs, -smallest):
+                    return None  # (``_passes_alone``, inline: this loop is the usual failed search)
                 judged = True
-        if judged:
-            verdicts.judged = True
-        return True
+        return judged
+
+    def lane_blocked(self, sched: Scheduler, queue: SizeQueues, boosted: bool) -> bool:
+        """A quick test, for a funded lane of the tier ``boosted`` whose scan would otherwise
+        run, that no job of it can start in this pass (True: the scan would start nothing;
+        False: it may). One test per size stands for the search of every head:
+
+        * no job fits (the smallest size is above the largest free block);
+        * a gang searches only at a ranking refresh: the lane has none, or this pass is not one;
+        * the first candidates (unallocated work, and the reserve's borrowers for debug work)
+          make room for the smallest size nowhere, so for no size;
+        * for every size, no side's smallest victim passes the fair swap (``_swaps_fail``).
+
+        Every single-node search of the lane would then end with no victims (at this test or
+        before it), whatever order the scan takes them in. The test is not made with a
+        reservation (its nodes are kept from some jobs only)."""
+        if self.hold is not None:
+            return False
+        cluster, sizes = sched.cluster, queue.sizes
+        if sizes[0] <= cluster.largest_fit():
+            return False
+        per = cluster.gpus_per_node
+        single = sizes[: bisect.bisect_right(sizes, per)]
+        if len(single) < len(sizes) and (self._refresh_pass or self.gangs_preempt_every_pass):
+            return False
+        if not single:
+            return True  # (gangs that search at the next refresh)
+        avoid = frozenset() if boosted else self.reserve
+        if self.unfunded_running or (boosted and self.borrowers):
+            some = sched.jobs[next(iter(queue.live))]  # (of the tier: it draws the same candidates)
+            first = self._first_candidates(sched, some, avoid, False)
+            if walk_one(sched, single[0], first, avoid) is not None:
+                return False
+        self.open.refresh(sched.now, sched.shielded)
+        reserve_too = not (avoid and avoid.issuperset(self.reserve))
+        leaf = sched.jobs[next(iter(queue.live))].leaf
+        swaps_fail = self._swaps_fail
+        return all(swaps_fail(leaf, gpus, reserve_too) is not None for gpus in single)
 
     def _too_few_clearable(
         self, sched: Scheduler, job: Job, avoid: frozenset[int], boosted: bool
