@@ -6,7 +6,9 @@ them. Here every such search is also walked in full: whenever the shortcut says 
 the walk must find no victims. The oracle tests show the same for the event logs; this test
 looks at each search, and checks that the shortcut does rule some out. Likewise every
 single-node search (``Impactful._search_one_node``, which fails at once or walks only the
-unallocated and lent candidates when it can) must choose exactly what the full walk chooses.
+unallocated and lent candidates when it can) must choose exactly what the full walk chooses,
+and a lane that ``Impactful.lane_blocked`` keeps from its scan must hold no head that fits or
+whose full walk finds victims.
 """
 
 from __future__ import annotations
@@ -65,6 +67,38 @@ class SearchedToo(Impactful):
         )
         self.seen.append((chosen, walked))
         return chosen
+
+
+@dataclass
+class BlockedToo(Impactful):
+    """impactful that, for every lane its quick test keeps from a scan, also tries the head of
+    each size as the scan would (placement, then the full walk) and records (the test said
+    blocked, some head could start)."""
+
+    name: ClassVar[str] = "blocked-too"
+    seen: list[tuple[bool, bool]] = field(default_factory=list)
+
+    def lane_blocked(self, sched, queue, boosted):
+        blocked = super().lane_blocked(sched, queue, boosted)
+        if blocked or self.hold is None:
+            self.seen.append((blocked, self._some_head_starts(sched, queue, boosted)))
+        return blocked
+
+    def _some_head_starts(self, sched, queue, boosted):
+        gangs_search = self._refresh_pass or self.gangs_preempt_every_pass
+        for gpus in list(queue.sizes):
+            j = queue.best_head(gpus + 1, above=gpus - 1)[0][-1]
+            job = sched.jobs[j]
+            if gpus <= sched.cluster.largest_fit():
+                return True  # (the placement itself is the scan's, tested elsewhere)
+            if job.n_nodes > 1 and not gangs_search:
+                continue  # a gang searches only at a refresh
+            avoid = frozenset() if boosted or job.n_nodes > self.off_reserve else self.reserve
+            scratch = Verdicts()
+            approve = self._approves(sched, j, scratch)
+            if choose_victims(sched, j, self.candidates(sched, j, avoid, scratch), approve, avoid):
+                return True
+        return False
 
 
 CASES = pytest.mark.parametrize(
@@ -365,3 +399,29 @@ def test_what_a_walk_could_take_from_each_side_by_hand(shares, rows, gpus, at, e
     policy = RoomProbe(**COUSIN_KNOBS)
     run_cousins(shares, rows, gpus, at + 50.0, policy)
     assert policy.rooms[at] == pytest.approx(expected, abs=1e-6)
+
+
+@CASES
+def test_a_lane_kept_from_its_scan_holds_no_head_that_could_start(gpus, per, demand, seed, knobs):
+    """Every lane ``lane_blocked`` keeps from its scan would have started nothing: no head of
+    any size fits, and none finds victims by the full walk. The quick test must also keep some
+    lanes out (where it is made at all: not with a reservation)."""
+    config = il.SimConfig(
+        policy="impactful",
+        gpus=gpus,
+        gpus_per_node=per,
+        days=3.0,
+        demand=demand,
+        seed=seed,
+        policy_knobs=knobs,
+    )
+    work = il.generate(config.generator())
+    policy = BlockedToo(**knobs)
+    il.simulate(config, trace=work.trace, budgets=work.tree, policy=policy)
+    wrong = [k for k, (blocked, starts) in enumerate(policy.seen) if blocked and starts]
+    assert not wrong, f"lane tests {wrong[:5]} said blocked, but a head could start"
+    if not knobs.get("backfill_reservation"):
+        assert any(blocked for blocked, _ in policy.seen), "the test never kept a lane out"
+        assert any(starts for _, starts in policy.seen), (
+            "no lane could start: the case proves little"
+        )
