@@ -33,8 +33,8 @@ class WalkedToo(Impactful):
     name: ClassVar[str] = "walked-too"
     seen: list[tuple[bool, bool]] = field(default_factory=list)
 
-    def _too_few_clearable(self, sched, job, avoid, boosted):
-        ruled_out = super()._too_few_clearable(sched, job, avoid, boosted)
+    def _too_few_clearable(self, sched, job, avoid, boosted, reclaim):
+        ruled_out = super()._too_few_clearable(sched, job, avoid, boosted, reclaim)
         scratch = Verdicts()  # (the walk's verdicts stay out of the search's own)
         walked = choose_victims(
             sched,

@@ -545,7 +545,7 @@ class Impactful(FairShare):
         (``_too_few_clearable``). The walk this spares might have judged fair shares, so
         ``verdicts`` says so."""
         if job.gpus < sched.cluster.gpus_per_node or not self._too_few_clearable(
-            sched, job, avoid, boosted
+            sched, job, avoid, boosted, self._reclaim
         ):
             return False
         verdicts.judged = True
@@ -587,17 +587,19 @@ class Impactful(FairShare):
     def lane_blocked(self, sched: Scheduler, queue: SizeQueues, boosted: bool) -> bool:
         """A quick test, for a funded lane of the tier ``boosted`` whose scan would otherwise
         run, that no job of it can start in this pass (True: the scan would start nothing;
-        False: it may). One test per size stands for the search of every head:
+        False: it may). One test per size stands for the search of every job of that size:
 
         * no job fits (the smallest size is above the largest free block);
         * a gang searches only at a ranking refresh: the lane has none, or this pass is not one;
-        * the first candidates (unallocated work, and the reserve's borrowers for debug work)
-          make room for the smallest size nowhere, so for no size;
-        * for every size, no side's smallest victim passes the fair swap (``_swaps_fail``).
+        * a size may be hopeless (``_hopeless``); for the others, the first candidates
+          (unallocated work, and the reserve's borrowers for debug work) make room for the
+          smallest nowhere, so for none, and either no side's smallest victim passes the fair
+          swap (``_swaps_fail``), or the size takes a whole node and too few could be cleared
+          (``_too_few_clearable``).
 
-        Every single-node search of the lane would then end with no victims (at this test or
-        before it), whatever order the scan takes them in. The test is not made with a
-        reservation (its nodes are kept from some jobs only)."""
+        Every single-node search of the lane would then end with no victims (at one of these
+        tests, or before it), whatever order the scan takes them in. The test is not made with
+        a reservation (its nodes are kept from some jobs only)."""
         if self.hold is not None:
             return False
         cluster, sizes = sched.cluster, queue.sizes
@@ -607,22 +609,34 @@ class Impactful(FairShare):
         single = sizes[: bisect.bisect_right(sizes, per)]
         if len(single) < len(sizes) and (self._refresh_pass or self.gangs_preempt_every_pass):
             return False
-        if not single:
-            return True  # (gangs that search at the next refresh)
+        searched = [g for g in single if not self._hopeless_size(sched, g, boosted)]
+        if not searched:
+            return True  # (and gangs that search at the next refresh)
+        some = sched.jobs[next(iter(queue.live))]  # (of the tier: it draws the same candidates)
         avoid = frozenset() if boosted else self.reserve
         if self.unfunded_running or (boosted and self.borrowers):
-            some = sched.jobs[next(iter(queue.live))]  # (of the tier: it draws the same candidates)
             first = self._first_candidates(sched, some, avoid, False)
-            if walk_one(sched, single[0], first, avoid) is not None:
+            if walk_one(sched, searched[0], first, avoid) is not None:
                 return False
         self.open.refresh(sched.now, sched.shielded)
         reserve_too = not (avoid and avoid.issuperset(self.reserve))
-        leaf = sched.jobs[next(iter(queue.live))].leaf
-        swaps_fail = self._swaps_fail
-        return all(swaps_fail(leaf, gpus, reserve_too) is not None for gpus in single)
+        for gpus in searched:
+            if self._swaps_fail(some.leaf, gpus, reserve_too) is not None:
+                continue
+            if gpus < per:
+                return False
+            whole = sched.jobs[queue.best_head(gpus + 1, above=gpus - 1)[0][-1]]  # type: ignore[index]
+            if not self._too_few_clearable(sched, whole, avoid, boosted, frozenset()):
+                return False
+        return True
 
     def _too_few_clearable(
-        self, sched: Scheduler, job: Job, avoid: frozenset[int], boosted: bool
+        self,
+        sched: Scheduler,
+        job: Job,
+        avoid: frozenset[int],
+        boosted: bool,
+        reclaim: frozenset[int],
     ) -> bool:
         """True if fewer nodes than ``job`` needs whole (it takes whole nodes) could be cleared by
         any walk: such a node holds no protected GPU, is not in ``avoid``, and every job on it
@@ -642,7 +656,6 @@ class Impactful(FairShare):
         self.open.refresh(now, shielded)  # (the bound counts the open jobs as of now)
         can_take = self.fair.most_taken(leaf, job.held, self.open.gpus)  # side -> GPUs
         lent = self.borrowers if boosted else ()
-        reclaim = self._reclaim
         for n in sched.cluster.unshielded:
             if n in avoid:
                 continue
@@ -701,7 +714,11 @@ class Impactful(FairShare):
     def _hopeless(self, sched: Scheduler, job: Job, boosted: bool) -> bool:
         """A single-node job cannot break up gangs: True if every node it may use is too full
         of them and of protected jobs (a necessary condition only; the search decides)."""
-        if job.n_nodes > 1 or self.max_victim_ratio > 1:
+        return job.n_nodes == 1 and self._hopeless_size(sched, job.gpus, boosted)
+
+    def _hopeless_size(self, sched: Scheduler, gpus: int, boosted: bool) -> bool:
+        """``_hopeless`` for a single-node job of ``gpus`` GPUs of the tier ``boosted``."""
+        if self.max_victim_ratio > 1:
             return False
         key = (
             sched.epoch,
@@ -710,7 +727,7 @@ class Impactful(FairShare):
         known = self._least_blocked[boosted]
         if known[0] != key:
             known = self._least_blocked[boosted] = (key, self._least_blocked_now(sched, boosted))
-        return known[1] > sched.cluster.gpus_per_node - job.gpus
+        return known[1] > sched.cluster.gpus_per_node - gpus
 
     def _least_blocked_now(self, sched: Scheduler, boosted: bool) -> int:
         """The fewest GPUs that protected work and funded gangs hold on a node the job may use.
