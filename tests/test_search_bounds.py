@@ -93,7 +93,7 @@ class BlockedToo(Impactful):
                 return True  # (the placement itself is the scan's, tested elsewhere)
             if job.n_nodes > 1 and not gangs_search:
                 continue  # a gang searches only at a refresh
-            avoid = frozenset() if boosted or job.n_nodes > self.off_reserve else self.reserve
+            avoid = self._kept_off(boosted, job.n_nodes)
             scratch = Verdicts()
             approve = self._approves(sched, j, scratch)
             if choose_victims(sched, j, self.candidates(sched, j, avoid, scratch), approve, avoid):
@@ -126,8 +126,9 @@ CASES = pytest.mark.parametrize(
 )
 
 
-@CASES
-def test_a_ruled_out_search_finds_no_victims_when_walked(gpus, per, demand, seed, knobs):
+def probe_run(probe, gpus, per, demand, seed, knobs):
+    """Run a three-day synthetic workload of ``gpus`` GPUs (``per`` a node) under the impactful
+    subclass ``probe`` with ``knobs``; the policy, with what it recorded."""
     config = il.SimConfig(
         policy="impactful",
         gpus=gpus,
@@ -138,8 +139,14 @@ def test_a_ruled_out_search_finds_no_victims_when_walked(gpus, per, demand, seed
         policy_knobs=knobs,
     )
     work = il.generate(config.generator())
-    policy = WalkedToo(**knobs)
+    policy = probe(**knobs)
     il.simulate(config, trace=work.trace, budgets=work.tree, policy=policy)
+    return policy
+
+
+@CASES
+def test_a_ruled_out_search_finds_no_victims_when_walked(gpus, per, demand, seed, knobs):
+    policy = probe_run(WalkedToo, gpus, per, demand, seed, knobs)
     wrong = [k for k, (ruled_out, found) in enumerate(policy.seen) if ruled_out and found]
     assert not wrong, f"searches {wrong[:5]} were ruled out but the walk found victims"
     assert any(ruled_out for ruled_out, _ in policy.seen), "the shortcut never ruled a search out"
@@ -152,18 +159,7 @@ def test_a_ruled_out_search_finds_no_victims_when_walked(gpus, per, demand, seed
 def test_a_single_node_search_chooses_what_the_full_walk_chooses(gpus, per, demand, seed, knobs):
     """Single-node searches decided without the full walk (failing at once, or walking only
     the unallocated and lent candidates when they make room) choose the walk's victims."""
-    config = il.SimConfig(
-        policy="impactful",
-        gpus=gpus,
-        gpus_per_node=per,
-        days=3.0,
-        demand=demand,
-        seed=seed,
-        policy_knobs=knobs,
-    )
-    work = il.generate(config.generator())
-    policy = SearchedToo(**knobs)
-    il.simulate(config, trace=work.trace, budgets=work.tree, policy=policy)
+    policy = probe_run(SearchedToo, gpus, per, demand, seed, knobs)
     wrong = [k for k, (chosen, walked) in enumerate(policy.seen) if chosen != walked]
     assert not wrong, (
         f"searches {wrong[:5]} chose {[policy.seen[k] for k in wrong[:3]]} (chosen, walked)"
@@ -406,18 +402,7 @@ def test_a_lane_kept_from_its_scan_holds_no_head_that_could_start(gpus, per, dem
     """Every lane ``lane_blocked`` keeps from its scan would have started nothing: no head of
     any size fits, and none finds victims by the full walk. The quick test must also keep some
     lanes out (where it is made at all: not with a reservation)."""
-    config = il.SimConfig(
-        policy="impactful",
-        gpus=gpus,
-        gpus_per_node=per,
-        days=3.0,
-        demand=demand,
-        seed=seed,
-        policy_knobs=knobs,
-    )
-    work = il.generate(config.generator())
-    policy = BlockedToo(**knobs)
-    il.simulate(config, trace=work.trace, budgets=work.tree, policy=policy)
+    policy = probe_run(BlockedToo, gpus, per, demand, seed, knobs)
     wrong = [k for k, (blocked, starts) in enumerate(policy.seen) if blocked and starts]
     assert not wrong, f"lane tests {wrong[:5]} said blocked, but a head could start"
     if not knobs.get("backfill_reservation"):

@@ -311,11 +311,12 @@ class FairQueues:
             if unfunded:
                 if queue.sizes[0] <= cluster.largest_fit():
                     self._scan(queue, sched, None, None, state, None, hold, funded=False)
-            elif make_room and blocked is not None and blocked(queue, not unboosted):
-                queue.stuck = _failed(sched, state, searches, True, True)
             elif (make_room and queue.sizes[0] <= preempt_max) or queue.sizes[
                 0
             ] <= cluster.largest_fit():
+                if make_room and blocked is not None and blocked(queue, not unboosted):
+                    queue.stuck = _failed(sched, state, searches, True, True)
+                    continue
                 self._scan(
                     queue,
                     sched,

@@ -452,8 +452,7 @@ class Impactful(FairShare):
         verdicts = Verdicts()
         victims = None
         if not self._hopeless(sched, job, boosted):
-            # boosted jobs, and jobs that fit only with it, may clear the reserve; others not
-            avoid = frozenset() if boosted or job.n_nodes > self.off_reserve else self.reserve
+            avoid = self._kept_off(boosted, job.n_nodes)
             if self.hold is not None and self.hold.constrains(sched, j, False):
                 avoid = avoid | self.hold.nodes  # the nodes reserved for a gang stay out of reach
             self._reclaim = self._reclaimable(sched, j)
@@ -465,6 +464,16 @@ class Impactful(FairShare):
             partial(self.why, sched, j) if victims is not None else None
         )  # (only a success asks why)
         return self.searches.preempt(sched, j, victims, reason, verdicts.judged)
+
+    def _kept_off(self, boosted: bool, n_nodes: int) -> frozenset[int]:
+        """The nodes a search for a job of ``n_nodes`` nodes of the tier ``boosted`` may not
+        clear: the interactive reserve, which boosted jobs, and jobs that fit only with it,
+        may clear (a reservation's nodes are added by the caller)."""
+        return frozenset() if boosted or n_nodes > self.off_reserve else self.reserve
+
+    def _reserve_too(self, avoid: frozenset[int]) -> bool:
+        """Whether victims running only on the reserve may help a search kept off ``avoid``."""
+        return not (avoid and avoid.issuperset(self.reserve))
 
     def _search_one_node(
         self, sched: Scheduler, j: int, avoid: frozenset[int], boosted: bool, verdicts: Verdicts
@@ -561,7 +570,7 @@ class Impactful(FairShare):
         whenever a side has one it may break up (a lane judged without need is only scanned
         again at the next refresh, and fails the same way)."""
         self.open.refresh(sched.now, sched.shielded)
-        reserve_too = not (avoid and avoid.issuperset(self.reserve))
+        reserve_too = self._reserve_too(avoid)
         fails = self._swaps_fail(job.leaf, job.held, reserve_too)
         if fails is None:
             return False
@@ -613,13 +622,13 @@ class Impactful(FairShare):
         if not searched:
             return True  # (and gangs that search at the next refresh)
         some = sched.jobs[next(iter(queue.live))]  # (of the tier: it draws the same candidates)
-        avoid = frozenset() if boosted else self.reserve
+        avoid = self._kept_off(boosted, 1)
         if self.unfunded_running or (boosted and self.borrowers):
             first = self._first_candidates(sched, some, avoid, False)
             if walk_one(sched, searched[0], first, avoid) is not None:
                 return False
         self.open.refresh(sched.now, sched.shielded)
-        reserve_too = not (avoid and avoid.issuperset(self.reserve))
+        reserve_too = self._reserve_too(avoid)
         for gpus in searched:
             if self._swaps_fail(some.leaf, gpus, reserve_too) is not None:
                 continue
@@ -896,9 +905,7 @@ class Impactful(FairShare):
         splits with victims. With nothing freed, the verdict depends only on the victim's size
         and gets no better as it grows (the same sums as ``_fair_swap``)."""
         largest, index = self.max_victim_ratio * job.held, self.open
-        reserve_too = not (
-            avoid and avoid.issuperset(self.reserve)
-        )  # (else those victims cannot help)
+        reserve_too = self._reserve_too(avoid)
         sides = self._sides(job.leaf)
         found = []
         for theirs in sides:
