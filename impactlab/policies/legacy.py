@@ -17,9 +17,7 @@ from ..base.units import plural
 from ..sim.events import Job
 from ..sim.policy import Attempt, BasePolicy, Context, Explainer, Scheduler
 from .queues import PassGate, Room, Searches, SizeQueues, start_in_order
-from .victims import choose_victims, could_fit, room_profile
-
-_NONE = Room.NONE  # (a module global, read at every search: see ``queues._MADE``)
+from .victims import choose_victims, reach
 
 
 @dataclass
@@ -44,8 +42,8 @@ class Legacy(BasePolicy):
         self.below = [[0] * (ctx.capacity // ctx.gpus_per_node) for _ in range(levels + 1)]
         self.searches = Searches()
         self._starts = 0
-        self._profiles: dict[int, tuple[int, int]] = {}  # level -> room_profile, while valid
-        self._profiles_key = (-1, -1)
+        self._reaches: dict[int, int] = {}  # level -> victims.reach for its jobs, while valid
+        self._reaches_key = (-1, -1)
 
     def protection_s(self, job: Job) -> float:
         """Jobs that opted out of preemption are never preempted; the rest have no contract."""
@@ -97,36 +95,40 @@ class Legacy(BasePolicy):
         if self.gate.skip(sched):
             return
         self.searches.begin_pass(now)
-        start_in_order(self.queue, sched, partial(self.make_room, sched))
-        # A search fails only if the room profile (fresh jobs included) says it could work
+        start_in_order(
+            self.queue, sched, partial(self.make_room, sched), reach=partial(self.reach, sched)
+        )
+        # A search fails only if the reach (fresh jobs included) says it could work
         # and the walk (fresh jobs left out) does not: only then do fresh jobs matter.
         self.gate.done(sched, fresh_matter=self.searches.missed_fresh)
 
-    def _profile(self, sched: Scheduler, level: int) -> tuple[int, int]:
-        """The room profile for jobs of ``level``, reused until a start or a change of epoch
-        (room only grows with a change of epoch, and a start is the only other change)."""
+    def reach(self, sched: Scheduler, j: int) -> int:
+        """The largest gang job ``j``, or any job after it in the queue (of its priority or
+        lower, so with no more victims), could place by preempting (``victims.reach``). Reused
+        until a start or a change of epoch (room only grows with a change of epoch, and a start
+        is the only other change)."""
+        level = sched.jobs[j].priority - self.low
         key = (sched.epoch, self._starts)
-        if key != self._profiles_key:
-            self._profiles, self._profiles_key = {}, key
-        if level not in self._profiles:
-            self._profiles[level] = room_profile(
+        if key != self._reaches_key:
+            self._reaches, self._reaches_key = {}, key
+        found = self._reaches.get(level)
+        if found is None:
+            found = self._reaches[level] = reach(
                 sched.cluster.free, self.below[level], sched.cluster.gpus_per_node
             )
-        return self._profiles[level]
+        return found
 
     def _could_place(self, job: Job) -> bool:
-        cluster = self.ctx.view.cluster
-        return job.gpus <= cluster.largest_fit() or could_fit(
-            self._profile(self.ctx.view, job.priority - self.low), job.gpus, cluster.gpus_per_node
+        return job.gpus <= self.ctx.view.cluster.largest_fit() or job.gpus <= self.reach(
+            self.ctx.view, job.idx
         )
 
     def make_room(self, sched: Scheduler, j: int) -> Room:
         """Preempt preemptible jobs below ``j``'s priority: lowest level first, and within a
         level the most recently started first; never a job started at this very instant.
-        (Priorities do not move, so a failed search never waits for anything but room.)"""
-        job, level = sched.jobs[j], sched.jobs[j].priority - self.low
-        if not could_fit(self._profile(sched, level), job.gpus, sched.cluster.gpus_per_node):
-            return _NONE
+        (Priorities do not move, so a failed search never waits for anything but room.) The
+        scan asks only for a job within ``reach``."""
+        level = sched.jobs[j].priority - self.low
         now, started = sched.now, sched.started_at
         ranked = (
             v for lower in self.victims_at[:level] for v in reversed(lower) if started[v] < now

@@ -136,6 +136,7 @@ def start_in_order(
     place: Place | None = None,
     hold: Hold | None = None,
     search_max: int = NO_LIMIT,
+    reach: Callable[[int], int] | None = None,
 ) -> bool:
     """Start jobs from ``queue`` in key order without head-of-line blocking; True if a search
     of the scan failed by a verdict that a fair-share ranking refresh may change
@@ -155,7 +156,9 @@ def start_in_order(
     scan.
 
     ``make_room`` refuses jobs of more than ``search_max`` GPUs (the caller says so), so such
-    a size is tried only while it could fit.
+    a size is tried only while it could fit. ``reach(j)``, if given, bounds the gangs that the
+    jobs from ``j`` on (in key order) could place, victims and all: a job beyond it is not
+    searched, and larger sizes are skipped until a preemption, as if each had failed in turn.
     """
     cluster = sched.cluster
     place = place or cluster.best_fit
@@ -179,8 +182,11 @@ def start_in_order(
         blocked = (avoid is not None and gpus in scan.kept_out) or gpus > largest
         nodes = None if blocked else place(gpus, avoid or NOTHING)
         restart = False
+        bound = NO_LIMIT
         if nodes is None and make_room is not None:
-            room = make_room(j)
+            if reach is not None:
+                bound = reach(j)
+            room = make_room(j) if gpus <= bound else _NONE
             if room is _MADE or room is True:
                 restart = True
                 nodes = place(gpus, avoid or NOTHING)
@@ -191,6 +197,8 @@ def start_in_order(
             scan.no_start(
                 key, gpus, avoid is not None, make_room is not None, larger_no_easier, hold
             )
+            if bound < gpus:
+                scan.cap = min(scan.cap, bound + 1)
             continue
         queue.pop(gpus)
         sched.start(j, nodes)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterable
 
-from ..base.gangs import nodes_needed
 from ..sim.policy import Scheduler
 
 Approve = Callable[[list[int]], bool]  # is this final set of victims allowed?
@@ -129,16 +128,10 @@ def _trim(sched: Scheduler, keep: list[int], target: list[int], need: int) -> li
     return kept
 
 
-def room_profile(free: list[int], victim_gpus: list[int], gpus_per_node: int) -> tuple[int, int]:
-    """If every possible victim (``victim_gpus`` per node) were preempted: the most GPUs one
-    node would have free, and how many nodes would be wholly free."""
+def reach(free: list[int], victim_gpus: list[int], gpus_per_node: int) -> int:
+    """The largest gang that could be placed by best fit if every possible victim
+    (``victim_gpus`` per node) were preempted: a cheap necessary test that rules out hopeless
+    searches (a gang of more GPUs cannot find room however its victims are chosen)."""
     rooms = list(map(operator.add, free, victim_gpus))
-    return max(rooms), rooms.count(gpus_per_node)  # a node never has more room than GPUs
-
-
-def could_fit(profile: tuple[int, int], gpus: int, gpus_per_node: int) -> bool:
-    """Whether a gang could be placed with the room of ``room_profile``: a cheap test that
-    rules out hopeless searches."""
-    if gpus <= gpus_per_node:
-        return profile[0] >= gpus
-    return profile[1] >= nodes_needed(gpus, gpus_per_node)
+    whole = rooms.count(gpus_per_node)  # a node never has more room than GPUs
+    return whole * gpus_per_node if whole else max(rooms)
