@@ -249,7 +249,9 @@ class FairQueues:
         for (unfunded, _, _), queue in self.lanes(fair):
             if unfunded and funded_only:
                 return -1
-            found = queue.best_head(NO_LIMIT, above=above) if queue.live else None
+            if not queue.live or queue.sizes[-1] <= above:
+                continue
+            found = queue.best_head(NO_LIMIT, above=above)
             if found is not None:
                 return found[0][-1]
         return -1

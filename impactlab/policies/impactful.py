@@ -270,7 +270,7 @@ class Impactful(FairShare):
     def release_s(self, sched: Scheduler, j: int) -> float:
         """When running job ``j`` gives its nodes to a reserved gang: when it ends or may be
         preempted, whichever is sooner."""
-        return min(sched.expected_end(j), sched.started_at[j] + self.protection_s(sched.jobs[j]))
+        return min(sched.expected_end(j), sched.protected_until[j])
 
     def contract_of(self, job: Job) -> float:
         """The contract as the job declares it: min(declared minimum runtime, its kind's cap);
@@ -348,12 +348,13 @@ class Impactful(FairShare):
                 job.held,
                 bool(self.reserve) and self.reserve.issuperset(self.ctx.view.nodes[j]),
             )
-            begin = sched.started_at[
-                j
-            ]  # ahead of now for a start waiting for GPUs in a grace period
-            until = begin + self.protection_s(job)  # as the engine computes it
             self.open.add(
-                j, self.fair.paths[job.leaf][1:], size, begin, until, sched.expected_end(j)
+                j,
+                self.fair.paths[job.leaf][1:],
+                size,
+                sched.started_at[j],  # (ahead of now for a start waiting for GPUs in grace)
+                sched.protected_until[j],
+                sched.expected_end(j),
             )
             self.searches.changed()  # a new victim, and a side's allocation grew
             if self.reserve and self.borrows(job, self.ctx.view.nodes[j]):
@@ -615,10 +616,9 @@ class Impactful(FairShare):
         if sizes[0] <= cluster.largest_fit():
             return False
         per = cluster.gpus_per_node
-        single = sizes[: bisect.bisect_right(sizes, per)]
-        if len(single) < len(sizes) and (self._refresh_pass or self.gangs_preempt_every_pass):
+        if sizes[-1] > per and (self._refresh_pass or self.gangs_preempt_every_pass):
             return False
-        searched = [g for g in single if not self._hopeless_size(sched, g, boosted)]
+        searched = sizes[: bisect.bisect_right(sizes, self._largest_hopeful(sched, boosted))]
         if not searched:
             return True  # (and gangs that search at the next refresh)
         some = sched.jobs[next(iter(queue.live))]  # (of the tier: it draws the same candidates)
@@ -723,12 +723,13 @@ class Impactful(FairShare):
     def _hopeless(self, sched: Scheduler, job: Job, boosted: bool) -> bool:
         """A single-node job cannot break up gangs: True if every node it may use is too full
         of them and of protected jobs (a necessary condition only; the search decides)."""
-        return job.n_nodes == 1 and self._hopeless_size(sched, job.gpus, boosted)
+        return job.n_nodes == 1 and job.gpus > self._largest_hopeful(sched, boosted)
 
-    def _hopeless_size(self, sched: Scheduler, gpus: int, boosted: bool) -> bool:
-        """``_hopeless`` for a single-node job of ``gpus`` GPUs of the tier ``boosted``."""
+    def _largest_hopeful(self, sched: Scheduler, boosted: bool) -> int:
+        """The largest single-node job of the tier ``boosted`` that is not ``_hopeless``."""
+        per = sched.cluster.gpus_per_node
         if self.max_victim_ratio > 1:
-            return False
+            return per
         key = (
             sched.epoch,
             self.searches.version,
@@ -736,22 +737,26 @@ class Impactful(FairShare):
         known = self._least_blocked[boosted]
         if known[0] != key:
             known = self._least_blocked[boosted] = (key, self._least_blocked_now(sched, boosted))
-        return known[1] > sched.cluster.gpus_per_node - gpus
+        return per - known[1]
 
     def _least_blocked_now(self, sched: Scheduler, boosted: bool) -> int:
         """The fewest GPUs that protected work and funded gangs hold on a node the job may use.
         A gang holds whole nodes, so its nodes are either wholly protected or hold nothing
         else: only the unprotected ones move from level 0 of the cluster's shield counts."""
         cluster, jobs, shielded = sched.cluster, sched.jobs, sched.shielded
+        kept = 0 if boosted else len(self.reserve)
+        if cluster.by_shield[0] > len(self.gang_nodes) + kept:
+            return 0  # (the usual answer, without counting: some node is free of both)
         levels = cluster.by_shield.copy()  # nodes per count of protected GPUs
         levels[0] -= sum(jobs[g].n_nodes for g in self.gangs if not shielded[g])
-        if not boosted:
+        if kept:
             for n in self.reserve:
                 if n not in self.gang_nodes:  # (a gang's nodes are already placed above)
                     levels[cluster.shielded[n]] -= 1
-        return next(
-            (level for level, count in enumerate(levels) if count > 0), cluster.gpus_per_node
-        )
+        for level, count in enumerate(levels):
+            if count > 0:
+                return level
+        return cluster.gpus_per_node
 
     def candidates(
         self, sched: Scheduler, j: int, avoid: frozenset[int], verdicts: Verdicts
@@ -803,10 +808,12 @@ class Impactful(FairShare):
         the most protected GPUs first (the most on any of a job's nodes), newest first within."""
         shielded, nodes = sched.cluster.shielded, sched.nodes
         victims = list(self._unfunded(sched, avoid))
-        victims.sort(
-            key=lambda v: max(map(shielded.__getitem__, nodes[v])), reverse=True
-        )  # (stable)
-        return victims
+        most = [  # (most are single-node jobs: one look each)
+            shielded[on[0]] if len(on) == 1 else max(map(shielded.__getitem__, on))
+            for on in map(nodes.__getitem__, victims)
+        ]
+        order = sorted(range(len(victims)), key=most.__getitem__, reverse=True)  # (stable)
+        return [victims[k] for k in order]
 
     def _lent(self, sched: Scheduler, avoid: frozenset[int]) -> Iterator[int]:
         """Borrowers of the reserve that may yield to debug work now, newest first."""
