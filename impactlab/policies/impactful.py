@@ -743,10 +743,11 @@ class Impactful(FairShare):
         """The fewest GPUs that protected work and funded gangs hold on a node the job may use.
         A gang holds whole nodes, so its nodes are either wholly protected or hold nothing
         else: only the unprotected ones move from level 0 of the cluster's shield counts."""
-        cluster, jobs, shielded = sched.cluster, sched.jobs, sched.shielded
+        cluster = sched.cluster
         kept = 0 if boosted else len(self.reserve)
         if cluster.by_shield[0] > len(self.gang_nodes) + kept:
             return 0  # (the usual answer, without counting: some node is free of both)
+        jobs, shielded = sched.jobs, sched.shielded
         levels = cluster.by_shield.copy()  # nodes per count of protected GPUs
         levels[0] -= sum(jobs[g].n_nodes for g in self.gangs if not shielded[g])
         if kept:

@@ -105,8 +105,7 @@ class Legacy(BasePolicy):
     def reach(self, sched: Scheduler, j: int) -> int:
         """The largest gang job ``j``, or any job after it in the queue (of its priority or
         lower, so with no more victims), could place by preempting (``victims.reach``). Reused
-        until a start or a change of epoch (room only grows with a change of epoch, and a start
-        is the only other change)."""
+        until a start or a change of epoch: only these change the free GPUs and the victims."""
         level = sched.jobs[j].priority - self.low
         key = (sched.epoch, self._starts)
         if key != self._reaches_key:

@@ -4,8 +4,9 @@ A queue keeps one heap per gang size. A pass merges the heads of the sizes that 
 worth trying, so it never sorts or scans all pending jobs. Once a job of g GPUs neither fits
 nor can preempt, the rest of its size is skipped for the rest of the pass: a later job of the
 same queue and size is no easier to place. Where victims do not depend on the size (legacy),
-every size >= g is skipped too, since a larger gang needs more room. Both hold until a
-preemption frees more GPUs than it uses.
+every size >= g is skipped too, since a larger gang needs more room; and where the policy
+knows a bound on the gangs every later job could place (legacy's ``reach``), every size above
+it. These hold until a preemption frees more GPUs than it uses.
 """
 
 from __future__ import annotations
@@ -159,6 +160,8 @@ def start_in_order(
     a size is tried only while it could fit. ``reach(j)``, if given, bounds the gangs that the
     jobs from ``j`` on (in key order) could place, victims and all: a job beyond it is not
     searched, and larger sizes are skipped until a preemption, as if each had failed in turn.
+    The caller vouches for the bound: no later job of the scan may have more victims than
+    ``j`` (legacy: keys by priority, no reservation).
     """
     cluster = sched.cluster
     place = place or cluster.best_fit
@@ -195,10 +198,8 @@ def start_in_order(
                 until_refresh = True
         if nodes is None:
             scan.no_start(
-                key, gpus, avoid is not None, make_room is not None, larger_no_easier, hold
+                key, gpus, avoid is not None, make_room is not None, larger_no_easier, hold, bound
             )
-            if bound < gpus:
-                scan.cap = min(scan.cap, bound + 1)
             continue
         queue.pop(gpus)
         sched.start(j, nodes)
@@ -219,7 +220,7 @@ class _Scan:
 
     def __init__(self, queue: SizeQueues):
         self.queue = queue
-        self.cap = NO_LIMIT  # sizes from here up cannot start (larger_no_easier)
+        self.cap = NO_LIMIT  # sizes from here up cannot start (larger_no_easier, or reach)
         self.failed: set[int] = set()  # sizes that cannot start
         self.kept_out: set[int] = set()  # sizes that failed while kept off the reserved nodes
         self.free_failed: set[int] = set()  # sizes whose search failed off the reservation
@@ -246,8 +247,10 @@ class _Scan:
         preempts: bool,
         larger_no_easier: bool,
         hold: Hold | None,
+        bound: int = NO_LIMIT,
     ) -> None:
-        """The head of size ``gpus`` could not start: what the scan skips from now on."""
+        """The head of size ``gpus`` could not start: what the scan skips from now on
+        (``bound``: the ``reach`` of the jobs from it on, if the caller knows one)."""
         if held and not self.closed:  # (without preemption, the limit says it would fit)
             self.kept_out.add(gpus)
             self.set_aside(key, gpus)
@@ -264,6 +267,8 @@ class _Scan:
             self.set_aside(key, gpus)
         else:
             self.failed.add(gpus)
+        if bound < gpus:
+            self.cap = min(self.cap, bound + 1)
 
 
 Name = TypeVar("Name", bound=Hashable)  # what a policy names its queues by
