@@ -8,7 +8,9 @@ The trace comes from ``realtrace.public_shape`` (mostly 1-GPU jobs, heavy-tailed
 bursts, a few 16-64 GPU gangs, overloaded). For each trace and policy: events, engine wall
 time (best of ``--repeat``), its ratio to fifo's, the metrics time (``summary()``, apart), and
 the per-event ratio to the floor: a bare ``heapq`` loop that replays the same event log, one
-pop, one logged row and one push of the job's next event per event.
+pop, one logged row and one push of the job's next event per event. The starts and preemptions
+say how much scheduling work each run did: a ratio to fifo compares runs that may start very
+different numbers of jobs (fifo's blocked head can make most of a queue give up).
 """
 
 from __future__ import annotations
@@ -90,6 +92,8 @@ def bench(
                 "policy": policy,
                 "jobs": len(trace),
                 "events": len(result.events),
+                "starts": int((result.events["event"] == "start").sum()),
+                "preemptions": int((result.events["event"] == "preempt").sum()),
                 "wall_s": wall,
                 "metrics_s": metrics_s,
                 "floor_s": floor_s(result.events),
@@ -106,12 +110,16 @@ def bench(
 def markdown(rows: list[dict]) -> str:
     """The rows as a markdown table."""
     lines = [
-        "| trace | policy | jobs | events | wall (s) | x fifo | x floor / event | metrics (s) | metrics / wall |",
-        "|---|---|---|---|---|---|---|---|---|",
+        (
+            "| trace | policy | jobs | events | starts | preemptions | wall (s) | x fifo "
+            "| x floor / event | metrics (s) | metrics / wall |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['trace']} | {r['policy']} | {r['jobs']} | {r['events']} | {r['wall_s']:.2f} | "
+            f"| {r['trace']} | {r['policy']} | {r['jobs']} | {r['events']} | {r['starts']} | "
+            f"{r['preemptions']} | {r['wall_s']:.2f} | "
             f"{r['x_fifo']:.2f} | {r['x_floor_per_event']:.1f} | {r['metrics_s']:.2f} | "
             f"{r['metrics_share']:.0%} |"
         )
