@@ -100,6 +100,8 @@ class FairTree:
         self._used = [0.0] * size  # charged usage per node at the last refresh / window capacity
         self.fraction = ctx.tree.fraction.tolist()
         self.paths = {leaf: ctx.tree.path(leaf) for leaf in ctx.tree.leaves}
+        # Leaves by Fair Tree rank: a new list only when a refresh changes the ranking (the
+        # lanes of ``FairQueues`` are re-sorted when it is not the list they follow).
         self.order: list[int] = list(ctx.tree.leaves)
         self._splits: dict[tuple[int, int], tuple[int, int] | None] = {}
         self._levels: dict[int, list[tuple[int, list[int]]]] = {}  # leaf -> ``levels``
@@ -121,7 +123,9 @@ class FairTree:
         usage = self.tree.subtree_sum_list(self.meter.usage_list(now))
         scale = self.capacity * self.norm_s
         self._used = [u / scale for u in usage]
-        self.order = self.tree.fair_tree_order(usage)
+        order = self.tree.fair_tree_order(usage)
+        if order != self.order:  # (most refreshes keep the ranking)
+            self.order = order
 
     def served(self, node: int, alloc_delta: float = 0.0) -> float:
         """How well served a node is: (usage share of the window + allocation share) / entitlement."""
