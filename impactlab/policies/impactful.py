@@ -597,14 +597,15 @@ class Impactful(FairShare):
     def lane_blocked(self, sched: Scheduler, queue: SizeQueues, boosted: bool) -> bool:
         """A quick test, for a funded lane of the tier ``boosted`` whose scan would otherwise
         run, that no job of it can start in this pass (True: the scan would start nothing;
-        False: it may). One test per size stands for the search of every job of that size:
+        False: it may). A few tests stand for the search of every job of the lane:
 
         * no job fits (the smallest size is above the largest free block);
         * a gang searches only at a ranking refresh: the lane has none, or this pass is not one;
         * a size may be hopeless (``_hopeless``); for the others, the first candidates
           (unallocated work, and the reserve's borrowers for debug work) make room for the
           smallest nowhere, so for none, and either no side's smallest victim passes the fair
-          swap (``_swaps_fail``), or the size takes a whole node and too few could be cleared
+          swap for any of them (``_first_passing``), or the first size for which one does
+          takes a whole node (the largest single-node size) and too few could be cleared
           (``_too_few_clearable``).
 
         Every single-node search of the lane would then end with no victims (at one of these
@@ -628,16 +629,37 @@ class Impactful(FairShare):
             if walk_one(sched, searched[0], first, avoid) is not None:
                 return False
         self.open.refresh(sched.now, sched.shielded)
-        reserve_too = self._reserve_too(avoid)
-        for gpus in searched:
-            if self._swaps_fail(some.leaf, gpus, reserve_too) is not None:
+        gpus = self._first_passing(some.leaf, searched, self._reserve_too(avoid))
+        if gpus is None:
+            return True
+        if gpus < per:
+            return False
+        whole = sched.jobs[queue.best_head(gpus + 1, above=gpus - 1)[0][-1]]  # type: ignore[index]
+        return self._too_few_clearable(sched, whole, avoid, boosted, frozenset())
+
+    def _first_passing(self, leaf: int, sizes: list[int], reserve_too: bool) -> int | None:
+        """The smallest of ``sizes`` (single-node, ascending) for which ``_swaps_fail`` finds
+        a side whose smallest victim passes the fair swap (None: for none of them), with one
+        swap per side rather than one per side and size. A side's smallest victim (as
+        refreshed) is the same for every size that may break it up (at least its GPUs over
+        ``max_victim_ratio``), and the swap only gets harder as the job grows, so a side
+        passes for no size or for a run of sizes that starts at the first one that may break
+        its smallest victim up."""
+        index, ratio, sides = self.open, self.max_victim_ratio, self._sides(leaf)
+        no_better, mine_of = self.fair.no_better, self._mine_of[leaf]  # (filled by _sides)
+        first = None
+        for theirs in sides:
+            smallest = index.smallest(theirs, math.inf, reserve_too)
+            if smallest is None:
                 continue
-            if gpus < per:
-                return False
-            whole = sched.jobs[queue.best_head(gpus + 1, above=gpus - 1)[0][-1]]  # type: ignore[index]
-            if not self._too_few_clearable(sched, whole, avoid, boosted, frozenset()):
-                return False
-        return True
+            for gpus in sizes:
+                if first is not None and gpus >= first:
+                    break
+                if smallest <= ratio * gpus:  # (``OpenVictims.smallest``'s test, for this size)
+                    if no_better(mine_of[theirs], gpus, theirs, -smallest):
+                        first = gpus
+                    break
+        return first
 
     def _too_few_clearable(
         self,
