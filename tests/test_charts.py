@@ -135,6 +135,55 @@ def test_enable_offline_shows_the_widget_with_a_picture_of_itself(runs):
         alt.theme.enable(theme)
 
 
+@pytest.fixture
+def fresh_kernel(monkeypatch, tmp_path):
+    """The chart widget as a new kernel finds it (online), a cache folder of the test's own, and
+    the renderer and theme put back afterwards."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(alt.JupyterChart, "_is_offline", False)
+    monkeypatch.setattr(alt.JupyterChart, "_esm", alt.JupyterChart._esm)
+    renderer, theme = alt.renderers.active, alt.theme.active
+    yield tmp_path / "cache"
+    alt.renderers.enable(renderer)
+    alt.theme.enable(theme)
+
+
+def test_the_offline_bundle_is_kept_and_read_back_by_the_next_kernel(fresh_kernel, monkeypatch):
+    import vl_convert
+
+    path = charts.offline_bundle_path()
+    assert path is not None and path.is_relative_to(fresh_kernel) and not path.exists()
+    charts.enable_offline()  # the first kernel: vl-convert bundles, the bundle is kept
+    made = alt.JupyterChart._esm
+    assert alt.JupyterChart._is_offline and len(made) > 100_000
+    assert path.read_bytes().decode("utf-8") == made
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # (no temporary file left)
+
+    def never(*args, **kwargs):
+        raise AssertionError("vl-convert bundled again")
+
+    monkeypatch.setattr(alt.JupyterChart, "_is_offline", False)
+    monkeypatch.setattr(alt.JupyterChart, "_esm", "")
+    monkeypatch.setattr(vl_convert, "javascript_bundle", never)
+    charts.enable_offline()  # a later kernel: the same text, read back
+    assert alt.JupyterChart._is_offline and alt.JupyterChart._esm == made
+
+
+def test_another_altair_or_vl_convert_keeps_another_bundle(fresh_kernel, monkeypatch):
+    path = charts.offline_bundle_path()
+    monkeypatch.setattr(charts.importlib.metadata, "version", lambda name: "0.0.1")
+    other = charts.offline_bundle_path()
+    assert path is not None and other is not None
+    assert other.parent == path.parent and other.name != path.name
+
+
+def test_with_nowhere_to_keep_the_bundle_charts_are_still_offline(fresh_kernel):
+    fresh_kernel.write_text("a file where the cache folder would be")
+    charts.enable_offline()
+    assert alt.JupyterChart._is_offline and len(alt.JupyterChart._esm) > 100_000
+    assert fresh_kernel.read_text() == "a file where the cache folder would be"
+
+
 def test_runs_with_the_same_name_are_refused(runs):
     with pytest.raises(ValueError, match="label them"):
         charts.waits([runs[0], runs[0]])

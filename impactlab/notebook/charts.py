@@ -17,7 +17,11 @@ vl-convert (no CDN); ``save_chart(chart, "x.svg" | "x.png" | "x.html")`` exports
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import importlib.metadata
+import logging
 import math
+import os
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +36,8 @@ from ..analysis.tables import OWED_HOLDERS, bucket_size
 from ..base.config import ORGANISATION, parameter
 from ..base.params import label
 from ..inputs.trace import KINDS
+
+log = logging.getLogger(__name__)
 
 THEME = "impactlab"
 #: Width of a whole chart, in pixels: fits a notebook cell.
@@ -167,8 +173,9 @@ def theme() -> alt.theme.ThemeConfig:
 def enable_offline(theme: bool = True) -> None:
     """Draw charts in Jupyter and Voila with no internet (JupyterChart, JS bundled by vl-convert),
     each with a PNG of itself for whoever sees the notebook without running it; with ``theme``,
-    also enable the impactlab theme."""
-    alt.JupyterChart.enable_offline()
+    also enable the impactlab theme. The bundle is kept on disk (``offline_bundle_path``): made
+    once, it is read back by every later kernel instead of being made again."""
+    _offline_chart_widget()
     alt.renderers.register(RENDERER, _offline_with_picture)
     alt.renderers.enable(RENDERER)
     if theme:
@@ -177,6 +184,54 @@ def enable_offline(theme: bool = True) -> None:
 
 #: The renderer ``enable_offline`` turns on.
 RENDERER = "impactlab"
+
+
+def offline_bundle_path() -> Path | None:
+    """Where the JavaScript of offline charts is kept between kernels: a file under the user's
+    cache folder (``$XDG_CACHE_HOME``, else ``~/.cache``) named by a digest of everything that
+    makes it (altair's widget code and versions, vl-convert's version), so an upgrade makes a
+    new one; None if this altair does not expose what the digest needs."""
+    try:
+        from altair.jupyter.jupyter_chart import load_js_src
+        from altair.utils._importers import vl_version_for_vl_convert
+
+        versions = [importlib.metadata.version(d) for d in ("altair", "vl-convert-python")]
+    except (ImportError, importlib.metadata.PackageNotFoundError):
+        return None
+    made_of = "\n".join((*versions, vl_version_for_vl_convert(), load_js_src()))
+    digest = hashlib.sha256(made_of.encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "impactlab" / f"jupyterchart-offline-{digest}.js"
+
+
+def _offline_chart_widget() -> None:
+    """``alt.JupyterChart.enable_offline()``, which has vl-convert bundle the chart widget's
+    JavaScript with the Vega libraries (about a second, in every kernel), reading the bundle
+    back from ``offline_bundle_path()`` when an earlier kernel kept it there, and keeping it
+    there otherwise. Altair keeps the bundle as the widget class's ``_esm``; should a later
+    altair keep it otherwise, its own ``enable_offline`` is used as it is."""
+    widget = alt.JupyterChart
+    if getattr(widget, "_is_offline", False):
+        return
+    path = offline_bundle_path()
+    if path is not None and hasattr(widget, "_esm"):
+        with contextlib.suppress(OSError, UnicodeDecodeError):  # (none kept yet: made below)
+            widget._esm = path.read_bytes().decode("utf-8")  # (bytes: no newline translation)
+            widget._is_offline = True
+            return
+    widget.enable_offline()
+    bundle = getattr(widget, "_esm", None)
+    if path is None or not isinstance(bundle, str):
+        return
+    kept = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:  # (written whole, then renamed: a kernel reading it never sees half of it)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_bytes(bundle.encode("utf-8"))
+        os.replace(kept, path)
+    except OSError as err:  # a read-only home: every kernel bundles, as without the cache
+        log.debug("offline chart bundle not kept at %s: %s", path, err)
+        with contextlib.suppress(OSError):
+            kept.unlink(missing_ok=True)
 
 
 def _offline_with_picture(spec: dict, **metadata: Any) -> tuple[dict[str, Any], dict[str, Any]]:
