@@ -215,9 +215,11 @@ def _offline_chart_widget() -> None:
         return
     path = offline_bundle_path()
     if path is not None and hasattr(widget, "_esm"):
-        with contextlib.suppress(OSError, UnicodeDecodeError):  # (none kept yet: made below)
-            widget._esm = path.read_bytes().decode("utf-8")  # (bytes: no newline translation)
-            widget._is_offline = True
+        kept_bundle = ""
+        with contextlib.suppress(OSError, UnicodeDecodeError):  # (none kept, or unreadable)
+            kept_bundle = path.read_bytes().decode("utf-8")  # (bytes: no newline translation)
+        if kept_bundle:
+            widget._esm, widget._is_offline = kept_bundle, True
             return
     widget.enable_offline()
     bundle = getattr(widget, "_esm", None)
