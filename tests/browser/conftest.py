@@ -23,7 +23,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -143,13 +143,27 @@ def server_env(home: Path) -> dict[str, str]:
     return env
 
 
+class PortTaken(Exception):
+    """The server's port was taken between ``free_port`` and the server binding it (another
+    process, such as a notebook kernel of a parallel test, bound it meanwhile)."""
+
+
+#: What Jupyter servers (Voila, JupyterLab) log when their port is taken.
+PORT_TAKEN = re.compile(r"already in use|no available port", re.IGNORECASE)
+#: Ports a server fixture tries, one after another, when each is taken as it starts.
+PORT_TRIES = 3
+
+
 def wait_until_answers(url: str, proc: subprocess.Popen, log: Path) -> None:
     """Poll ``url`` until the server answers (any HTTP status below 500); fail with the log's tail
-    if the server dies or hangs."""
+    if the server dies or hangs (raise ``PortTaken`` if it died because its port was taken)."""
     deadline = time.monotonic() + SERVER_START_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            pytest.fail(f"server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+            said = log.read_text()
+            if PORT_TAKEN.search(said):
+                raise PortTaken(said[-3000:])
+            pytest.fail(f"server exited with {proc.returncode}:\n{said[-3000:]}")
         try:
             with urllib.request.urlopen(url, timeout=5):
                 return
@@ -181,6 +195,27 @@ def serve(cmd: list[str], probe: str, log: Path, home: Path) -> Iterator[subproc
             stop(proc)
 
 
+@contextlib.contextmanager
+def serve_on_a_free_port(
+    command: Callable[[int], tuple[list[str], str]], log: Path, home: Path
+) -> Iterator[tuple[int, subprocess.Popen]]:
+    """``serve`` the command ``command(port)`` gives (with its probe URL) on a port free when
+    chosen; should another process take the port before the server binds it, again on another
+    (up to ``PORT_TRIES`` ports). Yields the port and the server's process."""
+    for attempt in range(1, PORT_TRIES + 1):
+        port = free_port()
+        cmd, probe = command(port)
+        try:
+            with serve(cmd, probe, log, home) as proc:
+                yield port, proc
+            return
+        except PortTaken as taken:
+            if attempt == PORT_TRIES:
+                pytest.fail(
+                    f"{PORT_TRIES} ports in a row were taken as the server started:\n{taken}"
+                )
+
+
 def stop(proc: subprocess.Popen) -> None:
     """SIGTERM the server's whole process group (kernels included), SIGKILL it if it lingers."""
     for sig, grace in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
@@ -203,15 +238,17 @@ def voila_server(
     the README says (``impactlab app``): from the repository root, whose voila.json preheats a
     kernel (it runs the notebook up to the page's request before anyone opens the page), with
     impactlab's page template (no CDN links)."""
-    port = free_port()
-    cmd = [sys.executable, "-m", "impactlab", "app", "notebooks/01-explorer.ipynb", "--no-browser"]
-    cmd += [f"--port={port}", "--Voila.port_retries=0", "--Voila.ip=127.0.0.1"]
-    base = f"http://127.0.0.1:{port}"
-    # Any path but "/" answers (403: not an allowlisted file) without starting a kernel as "/" would.
-    with serve(
-        cmd, f"{base}/favicon.ico", artifacts / "voila.log", tmp_path_factory.mktemp("voila-home")
-    ) as proc:
-        yield base, proc
+
+    def command(port: int) -> tuple[list[str], str]:
+        cmd = [sys.executable, "-m", "impactlab", "app", "notebooks/01-explorer.ipynb"]
+        cmd += ["--no-browser", f"--port={port}", "--Voila.port_retries=0", "--Voila.ip=127.0.0.1"]
+        # Any path but "/" answers (403: not an allowlisted file) without starting a kernel as "/"
+        # would.
+        return cmd, f"http://127.0.0.1:{port}/favicon.ico"
+
+    home = tmp_path_factory.mktemp("voila-home")
+    with serve_on_a_free_port(command, artifacts / "voila.log", home) as (port, proc):
+        yield f"http://127.0.0.1:{port}", proc
 
 
 @pytest.fixture(scope="session")
@@ -275,21 +312,24 @@ def lab(artifacts: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[t
         path = home / ".jupyter" / "lab" / "user-settings" / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(values))
-    port, token = free_port(), secrets.token_hex(16)
-    cmd = [
-        *(sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root"),
-        f"--port={port}",
-        "--ServerApp.port_retries=0",
-        "--ServerApp.ip=127.0.0.1",
-        f"--IdentityProvider.token={token}",
-        f"--ServerApp.root_dir={ROOT}",
-        # Opening a notebook makes a checkpoint, by default in notebooks/.ipynb_checkpoints/: keep
-        # it out of the repository (an absolute checkpoint_dir replaces the per-folder one).
-        f"--FileCheckpoints.checkpoint_dir={home / 'checkpoints'}",
-    ]
-    base = f"http://127.0.0.1:{port}"
-    with serve(cmd, f"{base}/api/status?token={token}", artifacts / "lab.log", home):
-        yield base, token
+    token = secrets.token_hex(16)
+
+    def command(port: int) -> tuple[list[str], str]:
+        cmd = [
+            *(sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root"),
+            f"--port={port}",
+            "--ServerApp.port_retries=0",
+            "--ServerApp.ip=127.0.0.1",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={ROOT}",
+            # Opening a notebook makes a checkpoint, by default in notebooks/.ipynb_checkpoints/:
+            # keep it out of the repository (an absolute checkpoint_dir replaces the per-folder one).
+            f"--FileCheckpoints.checkpoint_dir={home / 'checkpoints'}",
+        ]
+        return cmd, f"http://127.0.0.1:{port}/api/status?token={token}"
+
+    with serve_on_a_free_port(command, artifacts / "lab.log", home) as (port, _):
+        yield f"http://127.0.0.1:{port}", token
 
 
 @pytest.fixture(scope="session")
