@@ -119,6 +119,18 @@ def test_every_runtime_dependency_is_satisfied_by_a_pin():
         )
 
 
+def test_jsonschema_is_pinned_below_its_slow_format_extra():
+    # From 4.25 on, jsonschema's format-nongpl extra (which jupyter-events installs) brings
+    # rfc3987-syntax, which builds a grammar whenever altair imports jsonschema: about 3 s more
+    # for every kernel, so every Binder page of the Explorer (README, "Run a workshop").
+    assert pins()["jsonschema"] < Version("4.25")
+
+
+def test_postbuild_bundles_the_offline_charts_into_the_image():
+    # Each kernel then reads the bundle back instead of having vl-convert make it (about 1.2 s).
+    assert "charts.enable_offline()" in (BINDER / "postBuild").read_text()
+
+
 def test_voila_is_pinned_for_the_explorer_link():
     assert "voila" in pins()
 
