@@ -23,6 +23,7 @@ import pytest
 from helpers import INSTANT, gang_tree
 from pandas.testing import assert_frame_equal
 
+import impactlab.policies.legacy as legacy_module
 import impactlab.policies.reference as spec
 from impactlab import (
     REGISTRY,
@@ -276,6 +277,29 @@ def test_fast_pass_logs_exactly_what_the_reference_pass_logs_with_multi_node_gan
     policy, knobs, seed
 ):
     assert_same_log(policy, knobs, gang_trace(seed), gang_tree(), GANG_GPUS, 8, GANG_DAYS)
+
+
+def test_legacy_with_site_priorities_in_the_billions_all_distinct_logs_what_the_reference_does():
+    """A site's priorities (Slurm's run in the billions, often one value per job) only order
+    jobs: legacy keeps a level per distinct value, and with more than ``DENSE_LEVELS`` of them
+    it sums each level's victims when a search asks instead of keeping them per node."""
+    trace = gang_trace(0).copy()
+    rng = np.random.default_rng(7)
+    trace["priority"] = 4_294_000_000 - rng.permutation(len(trace)) * 7_919  # all distinct
+    assert trace["priority"].nunique() > legacy_module.DENSE_LEVELS
+    log = assert_same_log("legacy", {}, trace, gang_tree(), GANG_GPUS, 8, GANG_DAYS)
+    assert (log["event"] == "preempt").sum() >= 5  # (the levels decided something)
+
+
+def test_legacy_sums_victims_when_asked_exactly_as_it_keeps_them(monkeypatch):
+    """Both ways of counting the victims below a level give the same log (the trace's four
+    priorities are kept per node by default, summed on demand with ``DENSE_LEVELS`` at 0)."""
+    trace = gang_trace(0)
+    kept = replay("legacy", {}, trace, gang_tree(), GANG_GPUS, 8, GANG_DAYS, False).events
+    monkeypatch.setattr(legacy_module, "DENSE_LEVELS", 0)
+    summed = replay("legacy", {}, trace, gang_tree(), GANG_GPUS, 8, GANG_DAYS, False).events
+    assert (summed["event"] == "preempt").sum() >= 5
+    assert_frame_equal(kept, summed)
 
 
 #: A plan that closes nodes while the generated workload runs: a share of the cluster whose

@@ -7,6 +7,7 @@ faster (``tests/test_oracle.py`` replays traces under both).
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,6 +19,10 @@ from ..sim.events import Job
 from ..sim.policy import Attempt, BasePolicy, Context, Explainer, Scheduler
 from .queues import PassGate, Room, Searches, SizeQueues, start_in_order
 from .victims import choose_victims, reach
+
+#: Up to this many distinct priorities, ``Legacy`` keeps each level's victims per node up to
+#: date at every start and stop; above it, it sums them when a search asks.
+DENSE_LEVELS = 64
 
 
 @dataclass
@@ -32,14 +37,24 @@ class Legacy(BasePolicy):
         super().setup(ctx)
         self.queue = SizeQueues()
         self.gate = PassGate()
-        levels = max((job.priority for job in ctx.jobs), default=0) - min(
-            (job.priority for job in ctx.jobs), default=0
+        # Priorities as levels 0, 1, ... in the order of the distinct values the trace uses
+        # (only their order matters), so that a site's priorities in the millions, or all
+        # distinct, cost no more than their number.
+        ranks = sorted({job.priority for job in ctx.jobs})
+        level_of = {priority: level for level, priority in enumerate(ranks)}
+        self.level = [level_of[job.priority] for job in ctx.jobs]  # by job index
+        levels = max(len(ranks), 1)
+        # Running preemptible jobs per level, in start order: the only possible victims; and the
+        # levels that have some, ascending (a search walks those below its job's level).
+        self.victims_at: list[dict[int, None]] = [{} for _ in range(levels)]
+        self.occupied: list[int] = []
+        # below[L][n]: GPUs on node n of preemptible jobs of a level lower than L (their victims),
+        # kept up to date as jobs start and stop while there are few levels; with many, each
+        # start would update them all, so ``_below`` sums the victims when asked instead.
+        nodes = ctx.capacity // ctx.gpus_per_node
+        self.below: list[list[int]] | None = (
+            [[0] * nodes for _ in range(levels)] if levels <= DENSE_LEVELS else None
         )
-        self.low = min((job.priority for job in ctx.jobs), default=0)
-        # Running preemptible jobs per priority level, in start order: the only possible victims.
-        self.victims_at: list[dict[int, None]] = [{} for _ in range(levels + 1)]
-        # below[L][n]: GPUs on node n of preemptible jobs of a level lower than L (their victims).
-        self.below = [[0] * (ctx.capacity // ctx.gpus_per_node) for _ in range(levels + 1)]
         self.searches = Searches()
         self._starts = 0
         self._reaches: dict[int, int] = {}  # level -> victims.reach for its jobs, while valid
@@ -74,21 +89,46 @@ class Legacy(BasePolicy):
         self._starts += 1
         job = self.ctx.jobs[j]
         if job.preemptible:
-            self.victims_at[job.priority - self.low][j] = None
-            self._count(job, +1)
+            level = self.level[j]
+            if not self.victims_at[level]:
+                bisect.insort(self.occupied, level)
+            self.victims_at[level][j] = None
+            if self.below is not None:
+                self._count(j, +1)
 
     def on_stop(self, j: int, now: float) -> None:
         """Forget a stopped job."""
         job = self.ctx.jobs[j]
         if job.preemptible:
-            del self.victims_at[job.priority - self.low][j]
-            self._count(job, -1)
+            level = self.level[j]
+            del self.victims_at[level][j]
+            if not self.victims_at[level]:
+                del self.occupied[bisect.bisect_left(self.occupied, level)]
+            if self.below is not None:
+                self._count(j, -1)
 
-    def _count(self, job: Job, sign: int) -> None:
-        per_node = sign * job.per_node
-        for counts in self.below[job.priority - self.low + 1 :]:
-            for n in self.ctx.view.nodes[job.idx]:
+    def _count(self, j: int, sign: int) -> None:
+        per_node, nodes = sign * self.ctx.jobs[j].per_node, self.ctx.view.nodes[j]
+        for counts in self.below[self.level[j] + 1 :]:  # type: ignore[index]
+            for n in nodes:
                 counts[n] += per_node
+
+    def _lower(self, level: int) -> list[int]:
+        """The occupied levels below ``level``, lowest first."""
+        return self.occupied[: bisect.bisect_left(self.occupied, level)]
+
+    def _below(self, sched: Scheduler, level: int) -> list[int]:
+        """GPUs per node of the preemptible jobs below ``level`` (``below[level]``)."""
+        if self.below is not None:
+            return self.below[level]
+        counts = [0] * sched.cluster.nodes
+        jobs, nodes = sched.jobs, sched.nodes
+        for lower in self._lower(level):
+            for v in self.victims_at[lower]:
+                share = jobs[v].per_node
+                for n in nodes[v]:
+                    counts[n] += share
+        return counts
 
     def schedule(self, now: float, sched: Scheduler) -> None:
         """Start jobs by priority; a blocked job preempts lower-priority preemptible work."""
@@ -106,14 +146,14 @@ class Legacy(BasePolicy):
         """The largest gang job ``j``, or any job after it in the queue (of its priority or
         lower, so with no more victims), could place by preempting (``victims.reach``). Reused
         until a start or a change of epoch: only these change the free GPUs and the victims."""
-        level = sched.jobs[j].priority - self.low
+        level = self.level[j]
         key = (sched.epoch, self._starts)
         if key != self._reaches_key:
             self._reaches, self._reaches_key = {}, key
         found = self._reaches.get(level)
         if found is None:
             found = self._reaches[level] = reach(
-                sched.cluster.free, self.below[level], sched.cluster.gpus_per_node
+                sched.cluster.free, self._below(sched, level), sched.cluster.gpus_per_node
             )
         return found
 
@@ -127,10 +167,12 @@ class Legacy(BasePolicy):
         level the most recently started first; never a job started at this very instant.
         (Priorities do not move, so a failed search never waits for anything but room.) The
         scan asks only for a job within ``reach``."""
-        level = sched.jobs[j].priority - self.low
-        now, started = sched.now, sched.started_at
+        now, started, victims_at = sched.now, sched.started_at, self.victims_at
         ranked = (
-            v for lower in self.victims_at[:level] for v in reversed(lower) if started[v] < now
+            v
+            for lower in self._lower(self.level[j])
+            for v in reversed(victims_at[lower])
+            if started[v] < now
         )
         victims = choose_victims(sched, j, ranked)
         return self.searches.preempt(sched, j, victims, partial(self.why, sched, j))
