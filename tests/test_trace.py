@@ -131,6 +131,16 @@ def test_bad_values_raise_trace_error_naming_row_and_column(override, row, colum
     assert str(err).startswith(f"jobs.csv, row {row}, column '{column}': ")
 
 
+@pytest.mark.parametrize("column", ["gpus", "priority"])
+def test_a_whole_number_too_large_to_read_exactly_is_an_error_not_a_wrapped_value(column):
+    """Integer columns are read as floats: beyond 2**53 a value is neither exact nor in int64's
+    range (1e19 once became the lowest priority of all, and 1e30 GPUs a negative count)."""
+    assert validate_trace(minimal(**{column: [1, 2**53, 2]}))[column].iloc[1] == 2**53
+    err = error(minimal(**{column: [1, 1e19, 2]}))
+    assert (err.row, err.column) == (1, column)
+    assert str(err).endswith("(got 1e+19)")  # the number, not numpy's repr of it
+
+
 def test_a_job_larger_than_the_cluster_is_rejected():
     assert validate_trace(minimal(), max_gpus=8)["gpus"].max() == 8
     err = error(minimal(gpus=[1, 16, 2]), max_gpus=8)

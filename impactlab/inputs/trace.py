@@ -58,6 +58,8 @@ class _Check:
         if bad.any():
             pos = int(np.flatnonzero(bad)[0])
             value = df[self.column].iloc[pos]
+            if isinstance(value, np.generic):  # (shown as the number, not numpy's repr of it)
+                value = value.item()
             raise TraceError(
                 self.source, pos + self.row_base, self.column, f"{problem} (got {value!r})"
             )
@@ -144,6 +146,10 @@ def _names(raw: pd.Series) -> np.ndarray:
     return raw.map(_is_name).to_numpy(dtype=bool)
 
 
+#: The largest whole number a trace's integer columns take (gpus, priority): every whole number
+#: up to it is exact as a float, which is how a column is read.
+LARGEST_WHOLE = 2**53
+
 #: ``infer_dtype`` answers for a column whose every cell can be a name.
 _NAME_TYPES = frozenset({"string", "empty", "integer", "floating", "mixed-integer-float"})
 
@@ -183,6 +189,10 @@ def _integer(df: pd.DataFrame, check: _Check, low: int | None) -> pd.Series:
     values = _number(df, check, low=-np.inf, allow_inf=False)
     arr = values.to_numpy()
     check.fail(df, arr != np.round(arr), "must be a whole number")
+    # (read as floats, exact up to 2**53; beyond it a value would also wrap round as int64)
+    check.fail(
+        df, np.abs(arr) > LARGEST_WHOLE, f"must be between -{LARGEST_WHOLE:,} and {LARGEST_WHOLE:,}"
+    )
     if low is not None:
         check.fail(df, arr < low, f"must be >= {low}")
     return values.astype(np.int64)
