@@ -304,3 +304,43 @@ def test_node_health_needs_only_node_ops_not_an_engine(repair):
         assert len(seen) >= 3 * 3, f"node {node}: too few failures in 500 h at a 10 h MTBF"
         full = len(seen) // 3 * 3
         assert seen[:full] == cycle * (full // 3), f"node {node}: {seen}"
+
+
+def test_a_start_undone_by_a_failure_before_it_began_keeps_the_patience_it_was_queued_with():
+    """A funded job preempts backfill on the only node and waits for the victim's grace period;
+    the node fails meanwhile, which undoes the start (nothing is logged: it never began). The
+    job was queued all along, so it gives up at its submission plus its patience, not that
+    long after the failure."""
+    trace = pd.DataFrame(
+        [
+            {"job_id": "backfill", "submit_s": 0.0, "gpus": 1, "duration_s": 50_000.0},
+            {"job_id": "funded", "submit_s": 100.0, "gpus": 1, "duration_s": 1_000.0}
+            | {"project": "p", "patience_s": 20_000.0},
+        ]
+    )
+    tree = il.BudgetTree.from_dict({"name": "root", "children": [{"name": "p"}]})
+    health = HealthConfig(
+        mtbf_hours=2.0, repair="automatic", human_fraction=0.0, auto_repair_hours=1_000.0
+    )
+    for seed in range(50):  # (the first seed whose failure falls in the grace period)
+        config = il.SimConfig(
+            policy="impactful",
+            gpus=1,
+            gpus_per_node=1,
+            days=0.5,
+            warmup_days=0.0,
+            seed=seed,
+            cycle_s=0.0,
+            startup_s=0.0,
+            grace_s=3_600.0,
+            health=health,
+        )
+        events = il.simulate(config, trace=trace, budgets=tree).events
+        down = events.loc[events["event"] == "node_down", "t_s"]
+        if down.between(100.0, 3_700.0, inclusive="neither").any():
+            break
+    else:
+        pytest.fail("no seed failed the node during the victim's grace period")
+    funded = events[events["job_id"] == "funded"]
+    assert funded["event"].tolist() == ["submit", "withdraw"]  # (its start never began)
+    assert funded["t_s"].tolist() == [100.0, 20_100.0]

@@ -141,6 +141,7 @@ class Engine:
         # so that it changes only with an event (and counted in cluster.shielded).
         self.shielded = [False] * n
         self._token = [0] * n  # bumped on every state change; stale timers compare it
+        self._gives_up_at: dict[int, float] = {}  # when a job of finite patience is withdrawn
         self._next_seq = self.clock.next_seq
         self._agenda: list[tuple[float, int, Callable[[int], None], int, int]] = []  # job timers
         self._armed: set[int] = set()  # sequence numbers of agenda entries on simpy's queue
@@ -315,14 +316,18 @@ class Engine:
         if k < len(self.jobs) and self.jobs[k].submit_s < self.horizon_s:
             self.at(self.jobs[k].submit_s, self._arrive, k)
 
-    def _enqueue(self, j: int) -> None:
+    def _enqueue(self, j: int, again: bool = False) -> None:
+        """Job ``j`` joins the queue: its patience runs from now, or (``again``: a start undone
+        before it began) from when it last joined."""
         self.state[j] = PENDING
         self._token[j] += 1
         self.pending.add(j)
         self.policy.enqueue(j, self.now)
         patience = self.jobs[j].patience_s
         if not math.isinf(patience):
-            self._job_timer(self.now + patience, self._withdraw, j)
+            if not again:
+                self._gives_up_at[j] = self.now + patience
+            self._job_timer(self._gives_up_at[j], self._withdraw, j)
         self._touch()
 
     def _withdraw(self, j: int) -> None:
@@ -429,7 +434,7 @@ class Engine:
         """A start that has not begun is undone (nothing was logged): the job is pending again."""
         self.grace.unclaim(j, self.leaving)
         self._stop(j, PENDING)
-        self._enqueue(j)
+        self._enqueue(j, again=True)  # (it never left the queue, as the log tells it)
 
     def node_repaired(self, node: int, detail: str) -> None:
         """A repaired node is back in service (closed to new work at once if maintenance was
