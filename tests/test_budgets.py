@@ -243,6 +243,26 @@ def test_bad_nodes_raise_budget_error_naming_the_node(child, words):
         BudgetTree.from_dict({"name": "root", "children": [{"name": "ok"}, child]}, source="b.yaml")
 
 
+@pytest.mark.parametrize(
+    "tiny, huge, node",
+    [(1e-300, 1e300, "'a'"), (1.0, 1e13, "'a'"), (1e308, 1e308, "'a'")],
+    ids=["underflow", "a-trillionth", "sum-overflows"],
+)
+def test_shares_too_far_apart_to_rank_are_refused_naming_the_node(tiny, huge, node):
+    """Fair share divides by each node's entitled fraction: one that rounds to 0 (or to a
+    meaningless trillionth) is a BudgetError at load, not a ZeroDivisionError mid-run."""
+    spec = {
+        "name": "root",
+        "children": [{"name": "a", "share": tiny}, {"name": "b", "share": huge}],
+    }
+    with pytest.raises(BudgetError, match=f"b.yaml: node {node}: .* bring the shares closer"):
+        BudgetTree.from_dict(spec, source="b.yaml")
+    near = BudgetTree.from_dict(
+        {**spec, "children": [{"name": "a", "share": 1}, {"name": "b", "share": 1e11}]}
+    )
+    assert near.fraction[1] == pytest.approx(1e-11)
+
+
 def test_a_project_twice_raises_budget_error():
     spec = {
         "name": "root",

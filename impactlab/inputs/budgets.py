@@ -23,6 +23,11 @@ OWED_BLOCK_ROWS = 1 << 15  # instants water-filled at once (``BudgetTree.owed_ra
 NODE_KEYS = frozenset({"name", "share", "children", "users"})
 
 
+#: The smallest entitled fraction of the cluster a budget node may have (a trillionth: far below
+#: any real budget, far above where the fair-share ratios lose their precision).
+SMALLEST_FRACTION = 1e-12
+
+
 class BudgetError(ValueError):
     """A budget tree that cannot be used; the message names the source and node."""
 
@@ -93,6 +98,7 @@ class BudgetTree:
         add({"share": 1.0, **spec, "name": spec.get("name", "root")}, -1, "")
         tree = cls(tuple(names), tuple(parent), tuple(share), tuple(members))
         tree._check_unique_leaves(source)
+        tree._check_fractions(source)
         return tree
 
     @classmethod
@@ -153,6 +159,20 @@ class BudgetTree:
             }
 
         return BudgetTree.from_dict(node(self.to_dict()), source="budget shares")
+
+    def _check_fractions(self, source: str) -> None:
+        """Every node's entitled fraction must be a number fair share can rank by (it divides
+        by it): shares far apart among siblings (1e-300 beside 1e300) would round it to 0."""
+        fraction = self.fraction
+        for node in range(1, self.size):
+            if not fraction[node] >= SMALLEST_FRACTION:
+                siblings = [self.share[c] for c in self.children[self.parent[node]]]
+                raise BudgetError(
+                    f"{source}: node '{self.names[node]}': share {self.share[node]:g} among "
+                    f"siblings' shares totalling {sum(siblings):g} entitles it to "
+                    f"{fraction[node]:.3g} of the cluster, below the smallest fair share can "
+                    f"rank ({SMALLEST_FRACTION:g}): bring the shares closer together"
+                )
 
     def _check_unique_leaves(self, source: str) -> None:
         seen: set[tuple[int, str]] = set()
