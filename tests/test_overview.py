@@ -70,9 +70,35 @@ def test_a_job_larger_than_the_suggestion_is_skipped_and_the_size_worked_out_aga
     assert (advice.gpus, advice.skipped_jobs, advice.flags) == (8, 1, "--gpus 8 --skip-large")
     assert advice.skipped_share == 24 / 80
     assert (advice.largest_cluster, advice.load_at_largest) == (16, 40 / 24 / 16)
+    assert advice.load == 28 / 24 / 8 and advice.too_light  # (one node is the smallest cluster)
     lines = advice.lines()
+    assert "(one node, the smallest) gives an offered load of only 0.15x capacity" in lines[0]
     assert "skips 1 job larger than 8 GPUs, 30.0% of the GPU-hours" in lines[0]
     assert "the largest (12 GPUs) needs --gpus 16, where the offered load is 0.10x" in lines[1]
+
+
+def test_the_advice_states_the_load_its_size_gives_not_the_one_asked(caplog):
+    """Rounding up to whole nodes gives a little less than the load asked; a trace too light
+    for it even on one node is said to be so, and the warning does not suggest the very size
+    the run was given (it once said "--gpus 8 gives 2.5x" of a run offered 0.02x on 8 GPUs)."""
+    advice = overview(small_trace()).advise(0.1)  # 40 GPU-h a day on 3 nodes
+    assert (advice.gpus, advice.load, advice.too_light) == (24, 40 / 24 / 24, False)
+    expected = "a cluster of 24 GPUs gives an offered load of 0.07x capacity (0.1x rounded up"
+    assert advice.lines() == [f"{expected} to whole nodes): --gpus 24"]
+    light = pd.DataFrame(
+        {
+            "job_id": ["a", "b"],
+            "submit_s": [0.0, 10.0],
+            "gpus": [1, 2],
+            "duration_s": [100.0, 200.0],
+        }
+    )
+    with caplog.at_level(logging.WARNING, logger="impactlab"):
+        il.simulate(il.SimConfig(policy="fifo", gpus=8), trace=light)
+    warned = [r.message for r in caplog.records if "offers" in r.message]
+    assert len(warned) == 1 and warned[0].endswith(
+        "too light for 2.5x on any cluster (one node is the smallest)"
+    )
 
 
 def test_an_acme_like_trace_gets_a_size_whose_replay_does_not_warn(tmp_path, caplog):
@@ -109,7 +135,7 @@ def test_an_acme_like_trace_gets_a_size_whose_replay_does_not_warn(tmp_path, cap
     warned = [r.message for r in caplog.records if "offers" in r.message]
     assert (
         len(warned) == 1
-        and f"{advice.flags} gives 2.5x (skipping 1 job larger than {advice.gpus} GPUs)"
+        and f"{advice.flags} gives {advice.load:.2f}x (skipping 1 job larger than {advice.gpus} GPUs)"
         in warned[0]
     )
 

@@ -28,7 +28,8 @@ class SizeAdvice:
     largest job would need instead (``Overview.advise``)."""
 
     demand: float
-    gpus: int  # whole nodes; gives ``demand`` on the jobs that fit it
+    gpus: int  # the fewest whole nodes offered at most ``demand`` by the jobs that fit them
+    load: float  # the offered load those jobs give it (below ``demand`` by the rounding up)
     skipped_jobs: int  # jobs larger than ``gpus``: the run needs --skip-large
     skipped_share: float  # their share of the trace's GPU-hours
     largest_gpus: int
@@ -40,16 +41,32 @@ class SizeAdvice:
         """The command-line flags of the suggestion."""
         return f"--gpus {self.gpus}" + (" --skip-large" if self.skipped_jobs else "")
 
+    @property
+    def too_light(self) -> bool:
+        """Whether even one node, the smallest cluster, is offered far less than ``demand``
+        (less than half: more than rounding up to whole nodes explains)."""
+        return self.load < self.demand / 2
+
+    def gives(self) -> str:
+        """What the suggested size gives, in words."""
+        if self.too_light:
+            return (
+                f"a cluster of {self.gpus} GPUs (one node, the smallest) gives an offered load of "
+                f"only {self.load:.2f}x capacity: the trace is too light for {self.demand:g}x"
+            )
+        return (
+            f"a cluster of {self.gpus} GPUs gives an offered load of {self.load:.2f}x capacity "
+            f"({self.demand:g}x rounded up to whole nodes)"
+        )
+
     def lines(self) -> list[str]:
         """The suggestion in words; with the choice the largest job leaves, when it does not fit."""
         if not self.skipped_jobs:
-            return [
-                f"a cluster of {self.gpus} GPUs gives an offered load of {self.demand:g}x capacity ({self.flags})"
-            ]
+            return [f"{self.gives()}: {self.flags}"]
         return [
             (
-                f"a cluster of {self.gpus} GPUs gives an offered load of {self.demand:g}x capacity on the jobs "
-                f"that fit it: {self.flags} (skips {_jobs(self.skipped_jobs)} larger than {self.gpus} GPUs, "
+                f"{self.gives()} on the jobs that fit it: {self.flags} (skips "
+                f"{_jobs(self.skipped_jobs)} larger than {self.gpus} GPUs, "
                 f"{self.skipped_share:.1%} of the GPU-hours)"
             ),
             (
@@ -111,6 +128,7 @@ class Overview:
         return SizeAdvice(
             demand,
             nodes * per,
+            hours / (24.0 * max(self.span_days, 1e-9)) / (nodes * per),
             sum(n for _, n, _ in skipped),
             sum(h for _, _, h in skipped) / self.gpu_hours if self.gpu_hours else 0.0,
             self.largest_gpus,
@@ -207,17 +225,22 @@ def check_load(trace: pd.DataFrame, gpus: int, gpus_per_node: int, days: float) 
     lo, hi = SENSIBLE_LOAD
     if not lo <= load <= hi:
         advice = info.advise(SUGGESTED_LOAD)
+        if advice.too_light and advice.gpus >= gpus and not advice.skipped_jobs:
+            hint = f"too light for {SUGGESTED_LOAD:g}x on any cluster (one node is the smallest)"
+        else:
+            skipping = (
+                f" (skipping {_jobs(advice.skipped_jobs)} larger than {advice.gpus} GPUs)"
+                if advice.skipped_jobs
+                else ""
+            )
+            hint = f"{advice.flags} gives {advice.load:.2f}x{skipping}"
         log.warning(
-            "the trace offers %.2fx the capacity of %d GPUs (the model is meant for %g-%gx); %s gives %gx%s",
+            "the trace offers %.2fx the capacity of %d GPUs (the model is meant for %g-%gx); %s",
             load,
             gpus,
             lo,
             hi,
-            advice.flags,
-            SUGGESTED_LOAD,
-            f" (skipping {_jobs(advice.skipped_jobs)} larger than {advice.gpus} GPUs)"
-            if advice.skipped_jobs
-            else "",
+            hint,
         )
     return load
 
