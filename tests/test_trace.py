@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import impactlab as il
 from impactlab.inputs.trace import COLUMNS, DEFAULTS, TraceError, validate_trace
 
 
@@ -167,3 +168,28 @@ def test_a_missing_required_column_is_named(column):
     err = error(minimal().drop(columns=[column]))
     assert err.column == column and err.row is None
     assert "required column missing" in str(err)
+
+
+def test_timestamps_are_refused_naming_the_column_and_durations_become_seconds():
+    """A datetime column (a Parquet trace's timestamps) once passed as nanoseconds since 1970;
+    a timedelta column is seconds in another type."""
+    when = pd.to_datetime(["2024-01-01", "2024-01-02", "2024-01-03"])
+    err = error(minimal(submit_s=when))
+    assert (err.row, err.column) == (None, "submit_s")
+    assert "holds dates and times, not seconds" in str(err)
+    out = validate_trace(
+        minimal(submit_s=when - when.min(), duration_s=pd.to_timedelta([5, 6, 7], "s"))
+    )
+    assert out["submit_s"].tolist() == [0.0, 86_400.0, 172_800.0]
+    assert out["duration_s"].tolist() == [5.0, 6.0, 7.0]
+
+
+def test_a_trace_whose_span_exceeds_a_run_names_its_last_job_not_the_days_knob():
+    """Replayed whole, a trace covers time 0 to its last submission: one job at 1e12 s (a
+    column in milliseconds, say) would need 11 million days. The error names the column and
+    the job, not ``days``, which no one gave."""
+    trace = minimal(submit_s=[0, 1e12, 5])
+    with pytest.raises(TraceError, match=r"column 'submit_s': job b is submitted 1e\+12 s"):
+        il.simulate(il.SimConfig(policy="fifo", gpus=8), trace=trace)
+    run = il.simulate(il.SimConfig(policy="fifo", gpus=8, days=1.0), trace=trace)
+    assert set(run.events["job_id"]) == {"a", "c"}  # (given days, its start is replayed)

@@ -171,6 +171,16 @@ def _number(
     strict: bool = False,
 ) -> pd.Series:
     raw = df[check.column]
+    if pd.api.types.is_datetime64_any_dtype(raw):  # (to_numeric would read them as nanoseconds)
+        raise TraceError(
+            check.source,
+            None,
+            check.column,
+            "holds dates and times, not seconds: give seconds from the trace's start "
+            "(for example (t - t.min()).dt.total_seconds() in pandas)",
+        )
+    if pd.api.types.is_timedelta64_dtype(raw):
+        raw = raw.dt.total_seconds()
     values = pd.to_numeric(raw, errors="coerce").astype(float)
     blank = raw.isna().to_numpy()
     values = values.where(~blank, float(DEFAULTS.get(check.column, np.nan)))

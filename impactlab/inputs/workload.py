@@ -16,14 +16,14 @@ from typing import Any
 
 import pandas as pd
 
-from ..base.config import SimConfig
+from ..base.config import DAYS, SimConfig
 from ..base.files import find_input
 from ..base.units import DAY_S, HOUR_S
 from .budget_io import load_budgets
 from .budgets import BudgetTree
 from .generator import generate, generate_fleet
 from .overview import span_days
-from .trace import validate_trace
+from .trace import TraceError, validate_trace
 from .traces import load
 from .traces.reshape import default_patience, fill_contract, protect_for_own_length, window
 
@@ -216,5 +216,16 @@ def fit(config: SimConfig, inputs: Inputs) -> SimConfig:
     if inputs.provenance.get("source") == "synthetic":
         return replace(config, days=config.horizon_s / DAY_S)
     days = trace_span_days(inputs.trace)
+    if days > DAYS.hi:  # (else the config would blame ``days``, which no one gave)
+        last = inputs.trace.loc[inputs.trace["submit_s"].idxmax()]
+        raise TraceError(
+            str(inputs.provenance.get("path") or "trace"),
+            None,
+            "submit_s",
+            f"job {last['job_id']} is submitted {last['submit_s']:g} s after time 0, so a replay "
+            f"of the whole trace would cover {days:,.0f} days, more than a run covers "
+            f"({DAYS.hi:g}): give days (--days) to replay its start, or check that the column "
+            "counts seconds",
+        )
     log.info("simulating the trace's whole span: %.2f days", days)
     return replace(config, days=days)
