@@ -215,8 +215,9 @@ def fit(config: SimConfig, inputs: Inputs) -> SimConfig:
         return config
     if inputs.provenance.get("source") == "synthetic":
         return replace(config, days=config.horizon_s / DAY_S)
-    days = trace_span_days(inputs.trace)
-    if days > DAYS.hi:  # (else the config would blame ``days``, which no one gave)
+    days, most = trace_span_days(inputs.trace), DAYS.hi
+    assert most is not None  # (the knob is bounded)
+    if days > most:  # (else the config would blame ``days``, which no one gave)
         last = inputs.trace.loc[inputs.trace["submit_s"].idxmax()]
         raise TraceError(
             str(inputs.provenance.get("path") or "trace"),
@@ -224,7 +225,7 @@ def fit(config: SimConfig, inputs: Inputs) -> SimConfig:
             "submit_s",
             f"job {last['job_id']} is submitted {last['submit_s']:g} s after time 0, so a replay "
             f"of the whole trace would cover {days:,.0f} days, more than a run covers "
-            f"({DAYS.hi:g}): give days (--days) to replay its start, or check that the column "
+            f"({most:g}): give days (--days) to replay its start, or check that the column "
             "counts seconds",
         )
     log.info("simulating the trace's whole span: %.2f days", days)
