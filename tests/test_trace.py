@@ -113,6 +113,7 @@ def test_boolean_column_of_ones_and_zeros_with_blanks_is_accepted():
         ({"gpus": [1, 2, 1.5]}, 2, "gpus"),
         ({"job_id": ["a", "b", "a"]}, 2, "job_id"),
         ({"job_id": ["a", None, "c"]}, 1, "job_id"),
+        ({"job_id": ["a", "b;1", "c"]}, 1, "job_id"),
         ({"submit_s": [0, "yesterday", 3]}, 1, "submit_s"),
         ({"submit_s": [0, 1, np.nan]}, 2, "submit_s"),
         ({"submit_s": [-5, 1, 2]}, 0, "submit_s"),

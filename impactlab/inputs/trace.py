@@ -121,6 +121,12 @@ def _ids(df: pd.DataFrame, check: _Check) -> pd.Series:
     ids = df["job_id"].astype(str).str.strip()
     check.fail(df, (ids == "").to_numpy() | df["job_id"].isna().to_numpy(), "empty job id")
     check.fail(df, ids.duplicated().to_numpy(), "duplicate job id")
+    check.fail(
+        df,
+        ids.str.contains(";", regex=False).to_numpy(),
+        "a job id may not contain ';' (the event log's preemptions name the preempting job "
+        "before one: by=<job_id>; <reason>)",
+    )
     return ids
 
 
