@@ -138,7 +138,14 @@ def read_table(
                 engine="c",
             )
     except pd.errors.ParserWarning:
-        raise TraceError(source, None, None, "some rows have more fields than the header") from None
+        line, fields, width = _first_long_row(text, sep, len(names) if names else None)
+        where = "the header's" if names is None else "the format's"
+        problem = (
+            f"{fields} fields, more than {where} {width} columns"
+            if line is not None
+            else f"some rows have more fields than {where} columns"
+        )
+        raise TraceError(source, line, None, problem) from None
     except (pd.errors.ParserError, ValueError, csv.Error) as err:
         raise _parser_error(err, source) from None
     first_line = 1 if names else 2
@@ -151,6 +158,20 @@ def read_table(
     rows.skip(frame.isna().all(axis=1).to_numpy(), "blank line")
     _check_delimiter(rows, sep)
     return rows
+
+
+def _first_long_row(text: str, sep: str, width: int | None) -> tuple[int | None, int, int]:
+    """(line, fields, columns) of the first row with more fields than ``width`` columns
+    (default: the header's), read again with Python's csv module on this error only (line
+    None: not found that way)."""
+    if len(sep) == 1:
+        reader = csv.reader(io.StringIO(text), delimiter=sep)
+        for row in reader:
+            if width is None:
+                width = len(row)
+            elif len(row) > width:
+                return reader.line_num, len(row), width
+    return None, 0, width or 0
 
 
 def _check_header(header: str, sep: str, source: str) -> None:
