@@ -1008,6 +1008,8 @@ def test_a_csv_plan_has_one_window_per_row_and_nodes_separated_by_spaces(tmp_pat
         ({"announce_h": 1, "down_h": 5, "share": 0.5, "early": "maybe"}, "early", "true or false"),
         ({"announce_h": 5, "down_h": 1, "share": 0.5}, "down_h", "at or after announce_h"),
         ({"announce_h": 1, "down_h": 5, "share": 0.5, "nodes": [1]}, "nodes", "not both"),
+        ({"announce_h": 1, "down_h": 5, "share": 0}, "share", "got nodes [] and share 0"),
+        ({"announce_h": 1, "down_h": 5, "nodes": []}, "nodes", "got nodes [] and share 0"),
         ({"announce_h": 1, "down_h": 5, "share": 1.5}, "share", "(0, 1]"),
         ({"announce_h": 1, "down_h": 5, "hours": 0, "share": 0.5}, "hours", "> 0"),
     ],

@@ -308,8 +308,13 @@ class Maintenance:
             )
         if not (math.isfinite(self.hours) and self.hours > 0):
             raise ParamError(f"{where}: hours must be > 0, got {self.hours}")
-        if bool(self.nodes) == bool(self.share):
+        if self.nodes and self.share:
             raise ParamError(f"{where}: give either nodes or a share of the cluster, not both")
+        if not (self.nodes or self.share):
+            raise ParamError(
+                f"{where}: give the nodes it takes down (nodes: a list) or a share of the "
+                f"cluster (share, in (0, 1]); got nodes {list(self.nodes)} and share {self.share:g}"
+            )
         if self.share and not 0 < self.share <= 1:
             raise ParamError(f"{where}: share must be in (0, 1], got {self.share}")
         if any(n < 0 for n in self.nodes) or len(set(self.nodes)) != len(self.nodes):
