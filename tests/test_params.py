@@ -92,6 +92,25 @@ def test_a_config_is_hashable_and_round_trips_through_json():
     assert {config: 1}[again] == 1
 
 
+@pytest.mark.parametrize(
+    "config",
+    [
+        il.SimConfig(),
+        il.SimConfig(policy="impactful", policy_knobs={"max_victim_ratio": math.inf}),
+        il.SimConfig(policy="fairshare", gpus=64, budget_shares={"p01": 2.0}),
+        il.SimConfig(clusters="a:8:x+y,b:16", health=HealthConfig(mtbf_hours=50.0)),
+    ],
+    ids=["default", "knob", "shares", "fleet"],
+)
+def test_a_config_rebuilt_from_its_flat_form_is_equal_to_it(config):
+    """The flat form spells every knob out; a knob at its default is not kept apart from one
+    left out, so the two configs (which run the same) are equal and hash alike."""
+    again = il.SimConfig.from_flat(config.flat())
+    assert again == config and hash(again) == hash(config)
+    spelled = il.SimConfig(policy="impactful", policy_knobs={"cap_hours": 8.0, "window_days": 7})
+    assert spelled == il.SimConfig(policy="impactful") and not spelled.policy_knobs
+
+
 def test_the_flat_form_names_every_parameter_and_rebuilds_the_config():
     config = il.SimConfig(gpus=64, policy_knobs={"cap_hours": 4}, budget_shares={"p01": 2.0})
     flat = config.flat()

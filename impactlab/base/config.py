@@ -739,8 +739,14 @@ class SimConfig:
         if self.warmup_days is not None and days is not None and not self.warmup_days < days:
             raise ParamError(f"warmup_days must be below days ({days:g}), got {self.warmup_days:g}")
         policy_class(self.policy)
+        # Knobs at their declared default are left out: two configs that run the same compare
+        # (and hash) equal, whether a knob was spelled out or not (``from_flat(c.flat()) == c``).
+        defaults = {p.name: p.default for p in policy_params(self.policy)}
+        knobs = check_knobs(self.policy, self.policy_knobs)
         object.__setattr__(
-            self, "policy_knobs", FrozenMap(check_knobs(self.policy, self.policy_knobs))
+            self,
+            "policy_knobs",
+            FrozenMap({k: v for k, v in knobs.items() if v != defaults[k]}),
         )
         object.__setattr__(self, "budget_shares", FrozenMap(_check_shares(self.budget_shares)))
         if isinstance(self.health, Mapping):
