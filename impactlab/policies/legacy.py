@@ -44,13 +44,13 @@ class Legacy(BasePolicy):
         level_of = {priority: level for level, priority in enumerate(ranks)}
         self.level = [level_of[job.priority] for job in ctx.jobs]  # by job index
         levels = max(len(ranks), 1)
-        # Running preemptible jobs per level, in start order: the only possible victims; and the
-        # levels that have some, ascending (a search walks those below its job's level).
+        # Running preemptible jobs per level, in start order: the only possible victims; and,
+        # with many levels, those that have some, ascending (a search walks those below).
         self.victims_at: list[dict[int, None]] = [{} for _ in range(levels)]
         self.occupied: list[int] = []
         # below[L][n]: GPUs on node n of preemptible jobs of a level lower than L (their victims),
         # kept up to date as jobs start and stop while there are few levels; with many, each
-        # start would update them all, so ``_below`` sums the victims when asked instead.
+        # start would update them all, so ``_summed_below`` sums the victims when asked.
         nodes = ctx.capacity // ctx.gpus_per_node
         self.below: list[list[int]] | None = (
             [[0] * nodes for _ in range(levels)] if levels <= DENSE_LEVELS else None
@@ -90,11 +90,11 @@ class Legacy(BasePolicy):
         job = self.ctx.jobs[j]
         if job.preemptible:
             level = self.level[j]
-            if not self.victims_at[level]:
-                bisect.insort(self.occupied, level)
-            self.victims_at[level][j] = None
             if self.below is not None:
                 self._count(j, +1)
+            elif not self.victims_at[level]:
+                bisect.insort(self.occupied, level)
+            self.victims_at[level][j] = None
 
     def on_stop(self, j: int, now: float) -> None:
         """Forget a stopped job."""
@@ -102,10 +102,10 @@ class Legacy(BasePolicy):
         if job.preemptible:
             level = self.level[j]
             del self.victims_at[level][j]
-            if not self.victims_at[level]:
-                del self.occupied[bisect.bisect_left(self.occupied, level)]
             if self.below is not None:
                 self._count(j, -1)
+            elif not self.victims_at[level]:
+                del self.occupied[bisect.bisect_left(self.occupied, level)]
 
     def _count(self, j: int, sign: int) -> None:
         per_node, nodes = sign * self.ctx.jobs[j].per_node, self.ctx.view.nodes[j]
@@ -113,18 +113,18 @@ class Legacy(BasePolicy):
             for n in nodes:
                 counts[n] += per_node
 
-    def _lower(self, level: int) -> list[int]:
-        """The occupied levels below ``level``, lowest first."""
-        return self.occupied[: bisect.bisect_left(self.occupied, level)]
+    def _lower(self, level: int) -> list[dict[int, None]]:
+        """The running preemptible jobs of each level below ``level`` that has some, lowest
+        first (with many levels; with few, ``victims_at[:level]`` is as quick)."""
+        occupied = self.occupied
+        return [self.victims_at[k] for k in occupied[: bisect.bisect_left(occupied, level)]]
 
-    def _below(self, sched: Scheduler, level: int) -> list[int]:
-        """GPUs per node of the preemptible jobs below ``level`` (``below[level]``)."""
-        if self.below is not None:
-            return self.below[level]
+    def _summed_below(self, sched: Scheduler, level: int) -> list[int]:
+        """``below[level]`` with many levels: summed from the victims below ``level``."""
         counts = [0] * sched.cluster.nodes
         jobs, nodes = sched.jobs, sched.nodes
         for lower in self._lower(level):
-            for v in self.victims_at[lower]:
+            for v in lower:
                 share = jobs[v].per_node
                 for n in nodes[v]:
                     counts[n] += share
@@ -152,8 +152,11 @@ class Legacy(BasePolicy):
             self._reaches, self._reaches_key = {}, key
         found = self._reaches.get(level)
         if found is None:
+            below = (
+                self.below[level] if self.below is not None else self._summed_below(sched, level)
+            )
             found = self._reaches[level] = reach(
-                sched.cluster.free, self._below(sched, level), sched.cluster.gpus_per_node
+                sched.cluster.free, below, sched.cluster.gpus_per_node
             )
         return found
 
@@ -167,13 +170,9 @@ class Legacy(BasePolicy):
         level the most recently started first; never a job started at this very instant.
         (Priorities do not move, so a failed search never waits for anything but room.) The
         scan asks only for a job within ``reach``."""
-        now, started, victims_at = sched.now, sched.started_at, self.victims_at
-        ranked = (
-            v
-            for lower in self._lower(self.level[j])
-            for v in reversed(victims_at[lower])
-            if started[v] < now
-        )
+        now, started, level = sched.now, sched.started_at, self.level[j]
+        lower = self.victims_at[:level] if self.below is not None else self._lower(level)
+        ranked = (v for victims in lower for v in reversed(victims) if started[v] < now)
         victims = choose_victims(sched, j, ranked)
         return self.searches.preempt(sched, j, victims, partial(self.why, sched, j))
 
