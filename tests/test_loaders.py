@@ -342,6 +342,19 @@ def test_unparseable_time_is_an_error_or_a_reported_skip(tmp_path):
     assert trace.attrs["load_report"]["skipped"]["not a time (submit_time)"] == 1
 
 
+def test_a_skipped_slurm_elapsed_is_counted_once_and_its_row_left_out(tmp_path):
+    """A bad Elapsed under on_bad="skip" was counted as skipped and loaded all the same (the
+    frame was read before the check dropped the row)."""
+    text = (FIXTURES / "sacct_parsable2.txt").read_text().replace("|04:00:00|", "|INVALID|")
+    path = write(tmp_path, text, "sacct.txt")
+    assert error(path).column == "Elapsed"
+    trace = load_trace(path, on_bad="skip")
+    report = trace.attrs["load_report"]
+    assert report["skipped"]["not a [D-]HH:MM:SS duration (Elapsed)"] == 1
+    assert "1002" not in set(trace["job_id"])
+    assert report["rows"] == report["jobs"] + sum(report["skipped"].values())
+
+
 def test_unclosed_quote_and_ragged_rows(tmp_path):
     assert "quote" in str(
         error(write(tmp_path, 'job_id,submit_s,gpus,duration_s\na,0,1,5\n"b,1,1,5\nc,2,1,5\n'))

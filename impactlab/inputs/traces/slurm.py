@@ -55,7 +55,8 @@ def load(path: Path, options: LoadOptions) -> Loaded:
     rows.skip(job_id.str.contains(".", regex=False).to_numpy(), "job step (not a job)")
     state = final_state(rows, "State")
     if "Elapsed" in rows.frame.columns:
-        rows.frame = rows.frame.assign(elapsed_s=elapsed_seconds(rows))
+        elapsed = elapsed_seconds(rows)  # (first: it may skip rows, so read the frame after)
+        rows.frame = rows.frame.assign(elapsed_s=elapsed)
     runs = run_times(
         rows, "Submit", "Start", "End", "elapsed_s" if "Elapsed" in rows.frame.columns else None
     )
