@@ -355,6 +355,25 @@ def test_a_skipped_slurm_elapsed_is_counted_once_and_its_row_left_out(tmp_path):
     assert report["rows"] == report["jobs"] + sum(report["skipped"].values())
 
 
+def test_slurm_duration_is_elapsed_before_end_minus_start(tmp_path):
+    """Elapsed is the run time: it leaves out time suspended, and a run across the autumn
+    clock change (End's wall clock before Start's) is still its Elapsed, not an error. End -
+    Start stands in where Elapsed is blank."""
+    head = "JobID|User|Account|Submit|Start|End|Elapsed|AllocTRES|State\n"
+    run = "|ann|olmo|2024-11-03T01:20:00|2024-11-03T{}|2024-11-03T{}|{}|gres/gpu=1|COMPLETED\n"
+    runs = [
+        ("10:00:00", "12:00:00", "01:00:00"),  # suspended an hour
+        ("01:30:00", "01:10:00", "00:40:00"),  # across the clock change
+        ("10:00:00", "12:00:00", ""),  # no Elapsed
+    ]
+    text = head + "".join(f"{k}{run.format(*cells)}" for k, cells in enumerate(runs))
+    trace = load_trace(write(tmp_path, text, "sacct.txt")).set_index("job_id")
+    assert trace["duration_s"].to_dict() == {"0": 3600.0, "1": 2400.0, "2": 7200.0}
+    blank_and_reversed = head + "9" + run.format("01:30:00", "01:10:00", "")
+    err = error(write(tmp_path, blank_and_reversed, "bad.txt"))
+    assert (err.row, err.column) == (2, "End") and "ends before it starts" in str(err)
+
+
 def test_unclosed_quote_and_ragged_rows(tmp_path):
     assert "quote" in str(
         error(write(tmp_path, 'job_id,submit_s,gpus,duration_s\na,0,1,5\n"b,1,1,5\nc,2,1,5\n'))

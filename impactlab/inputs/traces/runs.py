@@ -36,11 +36,22 @@ def final_state(rows: Rows, column: str) -> pd.Series:
     return state
 
 
-def run_times(rows: Rows, submit: str, start: str, end: str, duration: str | None) -> pd.DataFrame:
-    """``submit`` (s) and ``duration_s`` of each run: end - start, else the duration column.
+def run_times(
+    rows: Rows,
+    submit: str,
+    start: str,
+    end: str,
+    duration: str | None,
+    duration_first: bool = False,
+) -> pd.DataFrame:
+    """``submit`` (s) and ``duration_s`` of each run: end - start, else the duration column
+    (``duration_first``: the duration column, else end - start, for a format whose duration is
+    the run time itself, such as Slurm's ``Elapsed``, which leaves out suspended time and does
+    not move with the wall clock's daylight-saving changes).
 
     A run without a start is skipped as never started; one with a start but neither an end nor
-    a duration is skipped as unfinished (censored); an end before the start is an error.
+    a duration is skipped as unfinished (censored); an end before the start is an error (unless
+    the duration column, used first, gives the run's length).
     """
     sub, beg, fin = times(rows, submit), times(rows, start), times(rows, end)
     dur_col = (
@@ -62,7 +73,10 @@ def run_times(rows: Rows, submit: str, start: str, end: str, duration: str | Non
     rows.skip((frame["end"].isna() & frame["given"].isna()).to_numpy(), "unfinished (no end time)")
     frame = frame.loc[rows.frame.index]
     measured = frame["end"] - frame["start"]
-    rows.bad((measured < 0).to_numpy(), end, "ends before it starts", rows.frame[end])
+    used = measured.isna() if not duration_first else frame["given"].notna()  # (the column's)
+    rows.bad((~used & (measured < 0)).to_numpy(), end, "ends before it starts", rows.frame[end])
     frame = frame.loc[rows.frame.index]
-    measured = measured.loc[frame.index]
-    return pd.DataFrame({"submit": frame["submit"], "duration_s": measured.fillna(frame["given"])})
+    measured, used = measured.loc[frame.index], used.loc[frame.index]
+    return pd.DataFrame(
+        {"submit": frame["submit"], "duration_s": frame["given"].where(used, measured)}
+    )

@@ -58,7 +58,12 @@ def load(path: Path, options: LoadOptions) -> Loaded:
         elapsed = elapsed_seconds(rows)  # (first: it may skip rows, so read the frame after)
         rows.frame = rows.frame.assign(elapsed_s=elapsed)
     runs = run_times(
-        rows, "Submit", "Start", "End", "elapsed_s" if "Elapsed" in rows.frame.columns else None
+        rows,
+        "Submit",
+        "Start",
+        "End",
+        "elapsed_s" if "Elapsed" in rows.frame.columns else None,
+        duration_first=True,
     )
     idx = rows.frame.index
     jobs = runs.assign(
