@@ -118,6 +118,21 @@ def test_a_function_called_from_unguarded_top_level_code_is_caught(tmp_path):
     assert "running serially instead" in done.stderr
 
 
+def test_python_dash_m_impactlab_sweeps_in_worker_processes(tmp_path):
+    """``python -m impactlab sweep`` ran serially, warned that impactlab's own __main__.py
+    called the sweep outside the guard; the console script did not."""
+    argv = ["sweep", "--gpus", "8", "--days", "0.25", "--grid", "policy=fifo,legacy"]
+    done = subprocess.run(
+        [sys.executable, "-m", "impactlab", "-v", *argv, "--out", "o", "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "RuntimeWarning" not in done.stderr and "running serially" not in done.stderr
+
+
 # ----- workers that fit the machine -------------------------------------------------------------
 def fake_cgroup(root: Path, cpu_max: str | None = None, memory_max: str | None = None) -> Path:
     root.mkdir(parents=True, exist_ok=True)
