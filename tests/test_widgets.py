@@ -150,6 +150,28 @@ def test_a_query_string_presets_the_app():
     assert isinstance(app.tabs.children[app.tabs.selected_index], alt.JupyterChart)
 
 
+def test_a_preset_beyond_a_sliders_span_widens_it_rather_than_clamping_the_value():
+    """ipywidgets clamps a slider's value to its span without a word: gpus=4000 ran on 2048."""
+    app = Explorer.from_query("gpus=4000&days=0.5&seed=1000&cap_hours=100", run=False)
+    config = app.config()
+    assert (config.gpus, config.days, config.seed) == (4000, 0.5, 1000)
+    assert config.policy_knobs["cap_hours"] == 100 and not app.message.value
+    days = app.controls["days"][1]
+    assert days.min <= 0.5 and (days.max - days.min) % days.step == 0  # (widened by steps)
+
+
+def test_budget_shares_in_a_preset_are_applied_and_bad_ones_named():
+    app = Explorer.from_query("gpus=16&days=1&share.p00=7")
+    assert app.results[0].config.budget_shares == {"p00": 7.0} and not app.message.value
+    bad = Explorer.from_query("gpus=16&days=1&share.p00=abc&share.nope=2")
+    message = html.unescape(bad.message.value)
+    assert "share.p00: a share is a number from 1e-06 to 1e+09, got 'abc'" in message
+    assert "share.nope: no budget node 'nope'" in message
+    assert bad.results[0].config.budget_shares == {}
+    with pytest.raises(il.ParamError, match="policy: no policy 'bogus'; known: "):
+        bad.set_values({"policy": "bogus"}, run=False)
+
+
 @pytest.mark.parametrize(
     "query, words",
     [

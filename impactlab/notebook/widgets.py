@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import logging
+import math
 import os
 import tempfile
 import time
@@ -115,6 +116,16 @@ def control(param: Param, value: Any) -> w.Widget:
         )
     widget.add_class(f"impactlab-param-{param.name}")
     return widget
+
+
+def widen(slider: w.IntSlider | w.FloatSlider, value: float) -> None:
+    """Widen ``slider`` by whole steps to reach ``value`` (which the parameter allows beyond the
+    slider's usual span): ipywidgets would clamp it to the span without a word."""
+    step = slider.step or 1
+    if value < slider.min:
+        slider.min = slider.min - math.ceil((slider.min - value) / step) * step
+    if value > slider.max:
+        slider.max = slider.max + math.ceil((value - slider.max) / step) * step
 
 
 def trace_file(text: str) -> Path:
@@ -679,6 +690,11 @@ class Explorer(w.VBox):
         """Set controls by parameter name (values as Python objects or text), then re-run once."""
         with self.hold():
             if "policy" in values:
+                if values["policy"] not in policy_names():
+                    raise ParamError(
+                        f"policy: no policy {values['policy']!r}; known: "
+                        + ", ".join(policy_names())
+                    )
                 self.controls["policy"][1].value = values["policy"]  # rebuilds the knob controls
             for name, value in values.items():
                 if name == "policy":
@@ -687,7 +703,7 @@ class Explorer(w.VBox):
                     self.fleet.value = str(value)
                     continue
                 if name.startswith("share."):
-                    self._set_share(name.removeprefix("share."), float(value))
+                    self._set_share(name.removeprefix("share."), value)
                     continue
                 if name not in self.controls:
                     raise ParamError(
@@ -696,6 +712,8 @@ class Explorer(w.VBox):
                     )
                 param, widget = self.controls[name]
                 parsed = param.parse(value)
+                if isinstance(widget, (w.IntSlider, w.FloatSlider)) and parsed is not None:
+                    widen(widget, parsed)
                 widget.value = (
                     ("" if parsed is None else str(parsed))
                     if isinstance(widget, w.Text)
@@ -708,9 +726,18 @@ class Explorer(w.VBox):
         """Set controls by parameter name and re-run: ``app.set(gpus=128, policy="legacy")``."""
         self.set_values(values)
 
-    def _set_share(self, node: str, share: float) -> None:
+    def _set_share(self, node: str, value: Any) -> None:
         for box in self.budget_box.children:
             if box.description == node:
+                try:
+                    share = float(value)
+                except (TypeError, ValueError):
+                    share = math.nan
+                if not box.min <= share <= box.max:  # (the box would clamp it without a word)
+                    raise ParamError(
+                        f"share.{node}: a share is a number from {box.min:g} to {box.max:g}, "
+                        f"got {value!r}"
+                    )
                 box.value = share
                 return
         raise ParamError(f"share.{node}: no budget node {node!r} in this workload")
@@ -738,6 +765,17 @@ class Explorer(w.VBox):
                 problems += self._try_preset(
                     key, value, lambda v, k=key: self.set_values({k: v}, run=False)
                 )
+        shares = [(key, value) for key, value in ordered if key.startswith("share.")]
+        if shares:  # (their boxes come with the workload: build it now, as the run would)
+            try:
+                self._inputs_for(replace(self.config(), budget_shares={}))
+            except ERRORS:
+                problems.append(f"{', '.join(k for k, _ in shares)}: not applied")
+            else:
+                for key, value in shares:
+                    problems += self._try_preset(
+                        key, value, lambda v, k=key: self.set_values({k: v}, run=False)
+                    )
         try:
             self.config()  # the preset as a whole (a knob may not suit the policy)
         except ERRORS as err:
