@@ -566,7 +566,15 @@ def format_comparison(summaries: list[dict], labels: list[str] | None = None) ->
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the console script; returns the exit status."""
+    """Entry point of the console script; returns the exit status (130 when interrupted)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # (Ctrl-C: one line, not a traceback)
+        print("impactlab: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as stop:  # a bad flag (status 2, one line on stderr) or --help (0)
@@ -772,6 +780,15 @@ def sweep_command(args: argparse.Namespace) -> int:
     except (UsageError, SweepError, ParamError, ScenarioError, BudgetError) as err:
         print(f"impactlab: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        if not args.out:
+            raise
+        print(
+            f"impactlab: interrupted; the runs that finished are kept in {args.out} "
+            "(the same command resumes)",
+            file=sys.stderr,
+        )
+        return 130
     failed = frame[frame["status"] != "ok"]
     if args.json:
         print(frame.to_json(orient="records"))
@@ -802,11 +819,12 @@ def report_command(args: argparse.Namespace) -> int:
         except OutputPathError as err:
             print(f"impactlab: error: -o {err}", file=sys.stderr)
             return 2
+    from .analysis.results import SavedFileError
     from .notebook.report import ReportError, write_report
 
     try:
         write_report(args.source, out)
-    except (ReportError, FileNotFoundError, NotADirectoryError) as err:
+    except (ReportError, SavedFileError, FileNotFoundError, NotADirectoryError) as err:
         print(f"impactlab: error: {err}", file=sys.stderr)
         return 2
     print(out)
@@ -816,11 +834,12 @@ def report_command(args: argparse.Namespace) -> int:
 def explain_command(args: argparse.Namespace) -> int:
     """``impactlab explain RUN_DIR JOB_ID``: the job's story, in words (or JSON)."""
     from .analysis.explain import ExplainError
+    from .analysis.results import SavedFileError
     from .runs.simulate import SimResult
 
     try:
         story = SimResult.load(_run_dir(args.run_dir)).explain(args.job_id)
-    except (UsageError, ExplainError) as err:
+    except (UsageError, ExplainError, SavedFileError) as err:
         print(f"impactlab: error: {err}", file=sys.stderr)
         return 2
     if args.json:

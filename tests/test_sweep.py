@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from pandas.testing import assert_frame_equal
 
 import impactlab as il
 from impactlab import charts, cli
@@ -274,6 +275,61 @@ def test_the_report_shows_maintenance_only_for_runs_with_a_plan(tmp_path):
     assert_offline(planned)
     assert "Planned maintenance" in planned and "maintenance_free_h_max" in planned
     assert "Planned maintenance" not in plain and "maintenance_free_h_max" not in plain
+
+
+def test_a_truncated_run_table_is_run_again_and_named_by_the_report(tmp_path, capsys, caplog):
+    """A run whose JSON says finished but whose table is empty or garbage (a full disk, a
+    crash) is run again on resume; the report of such a folder names the file (status 2), and
+    explain names a saved run's unreadable log, instead of a traceback."""
+    argv = ["sweep", "--gpus", "16", "--days", "0.5", "--grid", "policy=fifo,legacy"]
+    argv += ["--backend", "serial", "--no-progress", "--out", str(tmp_path / "sw")]
+    assert cli.main(argv) == 0
+    first = load_sweep(tmp_path / "sw")
+    table = sorted((tmp_path / "sw" / "runs").glob("*.parquet"))[0]
+    table.write_bytes(b"")
+    assert cli.main(["report", str(tmp_path / "sw"), "-o", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"impactlab: error: {table}: cannot be read") and err.count("\n") == 1
+    assert cli.main(argv) == 0
+    assert "running it again" in caplog.text
+    assert_frame_equal(comparable(load_sweep(tmp_path / "sw")), comparable(first))
+    run = tmp_path / "run"
+    assert (
+        cli.main(
+            ["simulate", "--policy", "fifo", "--gpus", "16", "--days", "0.5", "--out", str(run)]
+        )
+        == 0
+    )
+    (run / "events.parquet").write_text("garbage")
+    assert cli.main(["explain", str(run), "j000001"]) == 2
+    assert "events.parquet: cannot be read as a saved table" in capsys.readouterr().err
+
+
+def test_an_interrupted_write_leaves_no_temporary_file(tmp_path):
+    def interrupted(tmp: Path) -> None:
+        tmp.write_text("half")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        sweep_module._atomic(tmp_path / "run.json", interrupted)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_is_one_line_and_status_130(monkeypatch, capsys, tmp_path):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep_module, "sweep", interrupted)
+    out = tmp_path / "sw"
+    assert cli.main(["sweep", "--gpus", "16", "--days", "0.5", "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert (
+        err
+        == f"impactlab: interrupted; the runs that finished are kept in {out} (the same command resumes)\n"
+    )
+    monkeypatch.setattr(cli, "run", interrupted)
+    assert cli.main(["simulate", "--policy", "fifo", "--gpus", "16"]) == 130
+    assert capsys.readouterr().err == "impactlab: interrupted\n"
 
 
 def test_cli_sweep_then_report(tmp_path, capsys):

@@ -49,6 +49,27 @@ log = logging.getLogger(__name__)
 QUANTILE_NAMES = ("p50", "p90", "p99")
 
 
+class SavedFileError(ValueError):
+    """A file of a saved run or sweep that cannot be read; the message names it."""
+
+
+def read_parquet_file(path: Path) -> pd.DataFrame:
+    """A saved Parquet table, or a SavedFileError naming the file (missing, empty, truncated or
+    not Parquet at all)."""
+    try:
+        return pd.read_parquet(path)
+    except (OSError, ValueError) as err:  # (pyarrow's ArrowInvalid is a ValueError)
+        raise SavedFileError(f"{path}: cannot be read as a saved table ({err})") from None
+
+
+def read_json_file(path: Path) -> Any:
+    """A saved JSON file, or a SavedFileError naming the file."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise SavedFileError(f"{path}: cannot be read as saved JSON ({err})") from None
+
+
 @dataclass(frozen=True)
 class SimResult:
     """A finished run: its config and inputs, the event log and everything derived from it."""
@@ -438,9 +459,9 @@ class SimResult:
     def load(cls, path: str | Path) -> SimResult:
         """Read a run written by ``save``: its config, budget tree, trace and event log."""
         path = Path(path)
-        saved = json.loads((path / "config.json").read_text())
-        events = pd.read_parquet(path / "events.parquet").astype(EVENT_DTYPES)
-        trace = pd.read_parquet(path / "trace.parquet").astype(saved.get("trace_dtypes", {}))
+        saved = read_json_file(path / "config.json")
+        events = read_parquet_file(path / "events.parquet").astype(EVENT_DTYPES)
+        trace = read_parquet_file(path / "trace.parquet").astype(saved.get("trace_dtypes", {}))
         return cls(
             config=SimConfig.from_dict(saved["config"]),
             trace=trace,

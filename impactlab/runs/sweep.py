@@ -47,6 +47,7 @@ from typing import Any, Self
 import pandas as pd
 
 from ..analysis.catalog import SCALAR, SWEEP_HEADLINE
+from ..analysis.results import SavedFileError, read_parquet_file
 from ..base.config import SHARE_PREFIX, HealthConfig, SimConfig, parameters
 from ..base.files import OutputPathError, check_output_dir, find_input
 from ..base.params import ParamError, declared
@@ -804,7 +805,10 @@ class Store:
             record = _read_json(self.path / RUNS / f"{run.key}.json")
             table = self.path / RUNS / f"{run.key}.parquet"
             if record.get("status") == "ok" and table.exists():
-                out[run.key] = pd.read_parquet(table).iloc[0].to_dict()
+                try:
+                    out[run.key] = read_parquet_file(table).iloc[0].to_dict()
+                except (SavedFileError, IndexError) as err:  # (truncated, or empty)
+                    log.warning("%s; running it again", err)
         return out
 
     def write(self, run: Run, record: Mapping[str, Any], row: Mapping[str, Any]) -> None:
@@ -853,8 +857,12 @@ class Store:
 def _atomic(path: Path, write: Callable[[Path], Any]) -> None:
     """Write through a temporary file: a killed sweep never leaves half a file under ``path``."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    write(tmp)
-    os.replace(tmp, path)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:  # (interrupted or failed: no half-written file left behind)
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -875,7 +883,7 @@ def load_sweep(path: str | Path) -> pd.DataFrame:
         )
     order = [k for k in _read_json(path / MANIFEST).get("runs", []) if k in tables]
     order += [k for k in tables if k not in set(order)]
-    return frame_of([pd.read_parquet(tables[k]).iloc[0].to_dict() for k in order])
+    return frame_of([read_parquet_file(tables[k]).iloc[0].to_dict() for k in order])
 
 
 def read_manifest(path: str | Path) -> dict[str, Any]:
