@@ -374,6 +374,19 @@ def test_slurm_duration_is_elapsed_before_end_minus_start(tmp_path):
     assert (err.row, err.column) == (2, "End") and "ends before it starts" in str(err)
 
 
+def test_a_negative_gpu_count_is_an_error_not_a_cpu_only_job(tmp_path):
+    """GPUs 0 is a CPU-only job (skipped); a negative count is a broken record."""
+    lines = (FIXTURES / "philly_derived.csv").read_text().splitlines()
+    lines[2] = lines[2].replace(",8,", ",-4,")
+    path = write(tmp_path, "\n".join(lines) + "\n", "philly.csv")
+    err = error(path)
+    assert (err.row, err.column) == (3, "gpus") and "a negative GPU count" in str(err)
+    skipped = load_trace(path, on_bad="skip").attrs["load_report"]["skipped"]
+    before = load_trace(FIXTURES / "philly_derived.csv").attrs["load_report"]["skipped"]
+    assert skipped["a negative GPU count (gpus)"] == 1
+    assert skipped["no GPUs (CPU-only job)"] == before["no GPUs (CPU-only job)"]
+
+
 def test_unclosed_quote_and_ragged_rows(tmp_path):
     assert "quote" in str(
         error(write(tmp_path, 'job_id,submit_s,gpus,duration_s\na,0,1,5\n"b,1,1,5\nc,2,1,5\n'))

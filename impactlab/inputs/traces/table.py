@@ -304,7 +304,9 @@ def finish(
     """
     opts = rows.options
     rows.frame = jobs
-    rows.skip((jobs["gpus"].isna() | (jobs["gpus"] <= 0)).to_numpy(), "no GPUs (CPU-only job)")
+    rows.bad((jobs["gpus"] < 0).to_numpy(), "gpus", "a negative GPU count", jobs["gpus"])
+    gpus = rows.frame["gpus"]
+    rows.skip((gpus.isna() | (gpus == 0)).to_numpy(), "no GPUs (CPU-only job)")
     rows.bad((rows.frame["gpus"] > 1_000_000).to_numpy(), "gpus", "absurd GPU count")
     fractional = rows.frame["gpus"] != np.ceil(rows.frame["gpus"])
     if fractional.any():
