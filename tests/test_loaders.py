@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -385,6 +386,43 @@ def test_a_negative_gpu_count_is_an_error_not_a_cpu_only_job(tmp_path):
     before = load_trace(FIXTURES / "philly_derived.csv").attrs["load_report"]["skipped"]
     assert skipped["a negative GPU count (gpus)"] == 1
     assert skipped["no GPUs (CPU-only job)"] == before["no GPUs (CPU-only job)"]
+
+
+@pytest.mark.parametrize(
+    "attempts, field, problem",
+    [
+        ("x", "attempts", "not a list of objects (got 'x')"),
+        ([None], "attempts", "not a list of objects (got [None])"),
+        (
+            [{"start_time": "2017-10-01 00:00:00", "end_time": "soon"}],
+            "attempts[].end_time",
+            "not a time (got 'soon')",
+        ),
+        (
+            [{"start_time": "2017-10-01 00:00:00", "detail": {"gpus": []}}],
+            "attempts[].detail",
+            "not a list of objects",
+        ),
+        (
+            [{"detail": [{"ip": "m1", "gpus": 4}]}],
+            "attempts[].detail[].gpus",
+            "not a list of GPU names (got 4)",
+        ),
+    ],
+    ids=["a-string", "null-attempt", "bad-time", "detail-a-dict", "gpus-a-number"],
+)
+def test_a_philly_json_job_with_malformed_attempts_is_named_or_skipped(
+    tmp_path, attempts, field, problem
+):
+    """The nesting and times of a job's attempts are checked: an AttributeError or TypeError
+    with a traceback became a TraceError naming the job's place, the field and the value."""
+    jobs = json.loads((FIXTURES / "philly_cluster_job_log.json").read_text())
+    jobs[1]["attempts"] = attempts
+    path = write(tmp_path, json.dumps(jobs), "cluster_job_log.json")
+    err = error(path)
+    assert (err.row, err.column) == (1, field) and problem in str(err)
+    skipped = load_trace(path, on_bad="skip").attrs["load_report"]["skipped"]
+    assert skipped[f"{problem.split(' (got')[0]} ({field})"] == 1
 
 
 def test_unclosed_quote_and_ragged_rows(tmp_path):

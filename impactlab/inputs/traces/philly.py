@@ -60,11 +60,17 @@ def load_json(path: Path, options: LoadOptions) -> Loaded:
         raise TraceError(source, err.lineno, None, f"not valid JSON: {err.msg}") from None
     if not isinstance(data, list) or not all(isinstance(job, dict) for job in data):
         raise TraceError(source, None, None, "expected a JSON list of job objects")
-    frame = pd.DataFrame([_flatten(job) for job in data], index=pd.RangeIndex(0, len(data)))
+    flat = [_flatten(job) for job in data]
+    frame = pd.DataFrame(flat, index=pd.RangeIndex(0, len(data)))
+    # (as given: a column of None and 4 would read 4.0)
+    frame["bad_value"] = pd.Series([r["bad_value"] for r in flat], frame.index, dtype=object)
     rows = Rows(frame, source, options)
     if frame.empty:
         raise TraceError(source, None, None, "the job list is empty")
     rows.require("jobid", "submitted_time")
+    for field, problem in frame["bad"].dropna().unique():  # (in the order they first occur)
+        mask = (rows.frame["bad"] == (field, problem)).to_numpy()
+        rows.bad(mask, field, problem, rows.frame["bad_value"])
     rows.skip((rows.frame["attempts"] == 0).to_numpy(), "never started (no attempts)")
     rows.skip(rows.frame["running"].to_numpy(), "unfinished (running at the snapshot)")
     rows.skip(rows.frame["untimed"].to_numpy(), "attempt without start or end time (logging error)")
@@ -89,11 +95,41 @@ def load_json(path: Path, options: LoadOptions) -> Loaded:
 
 
 def _flatten(job: dict) -> dict:
-    """One row per job: GPUs (most held by an attempt), summed run time, attempt flags."""
-    attempts = job.get("attempts") or []
+    """One row per job: GPUs (most held by an attempt), summed run time, attempt flags; and
+    ``bad``, (field, problem) where the nesting or a time is not what the log holds (else
+    None), with no attempts counted."""
+    row = {k: job.get(k) for k in ("jobid", "user", "vc", "status", "submitted_time")}
+    try:
+        return {**row, **_attempts(job), "bad": None, "bad_value": None}
+    except _Malformed as err:
+        field, problem, value = err.args
+        none = {"attempts": 0, "gpus": 0, "duration_s": np.nan, "running": False}
+        return {**row, **none, "untimed": False, "bad": (field, problem), "bad_value": value}
+
+
+class _Malformed(Exception):
+    """(field, problem, value) of a job whose attempts cannot be read."""
+
+
+def _attempts(job: dict) -> dict:
+    """The attempt fields of ``_flatten``'s row (``_Malformed`` if they cannot be read)."""
+    attempts = _objects(job.get("attempts"), "attempts")
+    for a in attempts:
+        for field in ("start_time", "end_time"):
+            value = a.get(field)
+            if value not in (None, "") and _stamp(value) is None:
+                raise _Malformed(f"attempts[].{field}", "not a time", value)
     starts = [_stamp(a.get("start_time")) for a in attempts]
     ends = [_stamp(a.get("end_time")) for a in attempts]
-    gpus = [sum(len(d.get("gpus") or []) for d in a.get("detail") or []) for a in attempts]
+    gpus = []
+    for a in attempts:
+        held = 0
+        for d in _objects(a.get("detail"), "attempts[].detail"):
+            names = d.get("gpus") or []
+            if not isinstance(names, list):
+                raise _Malformed("attempts[].detail[].gpus", "not a list of GPU names", names)
+            held += len(names)
+        gpus.append(held)
     running = (
         bool(attempts)
         and attempts[-1].get("start_time") is not None
@@ -102,17 +138,21 @@ def _flatten(job: dict) -> dict:
     untimed = any(s is None or e is None for s, e in zip(starts, ends)) and not running
     run_s = sum((e - s) for s, e in zip(starts, ends) if s is not None and e is not None)
     return {
-        "jobid": job.get("jobid"),
-        "user": job.get("user"),
-        "vc": job.get("vc"),
-        "status": job.get("status"),
-        "submitted_time": job.get("submitted_time"),
         "attempts": len(attempts),
         "gpus": max(gpus, default=0),
         "duration_s": float(run_s) if attempts else np.nan,
         "running": running,
         "untimed": untimed,
     }
+
+
+def _objects(value: object, field: str) -> list[dict]:
+    """``value`` as a list of JSON objects (None or empty: none), else ``_Malformed``."""
+    if not value:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise _Malformed(field, "not a list of objects", value)
+    return value
 
 
 def _stamp(value: object) -> float | None:
