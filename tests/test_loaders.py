@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from impactlab import TraceError, load_trace
 from impactlab.inputs.traces import FORMATS, detect_format, load, projects_from_users
+from impactlab.inputs.traces.alibaba import JOB_COLUMNS, TASK_COLUMNS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 COLS = ["job_id", "submit_s", "user", "project", "gpus", "duration_s", "kind"]
@@ -174,6 +175,21 @@ def test_fixture_maps_row_by_row(fixture):
 def test_format_is_detected_from_the_columns(fixture):
     assert detect_format(FIXTURES / fixture) == EXPECTED[fixture][0]
     assert EXPECTED[fixture][0] in FORMATS
+
+
+def test_pai_loads_from_either_table_and_reads_a_header_after_a_bom(tmp_path):
+    """Either released table names the pair; a table saved with a BOM and a header (as a
+    spreadsheet writes it) keeps its header out of the data."""
+    folder = FIXTURES / "pai2020"
+    whole = load_trace(folder)
+    for table in ("pai_job_table.csv", "pai_task_table.csv"):
+        assert load_trace(folder / table).equals(whole)
+    copy = tmp_path / "pai2020"
+    copy.mkdir()
+    for name, columns in (("pai_job_table.csv", JOB_COLUMNS), ("pai_task_table.csv", TASK_COLUMNS)):
+        text = (folder / name).read_text()
+        (copy / name).write_text("\ufeff" + ",".join(columns) + "\n" + text)
+    assert load_trace(copy).equals(whole)
 
 
 def test_inferred_kinds_are_marked_and_recorded_kinds_are_not():

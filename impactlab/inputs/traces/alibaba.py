@@ -45,10 +45,12 @@ SPOT_TYPES = {"hp": ("HP", False, 1), "spot": ("Spot", True, 0)}
 
 
 def pai_paths(path: Path) -> tuple[Path, Path]:
-    """The job and task tables: ``path`` is their directory or the job table itself."""
+    """The job and task tables: ``path`` is their directory or either table (the other one is
+    beside it under its released name)."""
     folder = path if path.is_dir() else path.parent
-    job = path if path.is_file() else folder / "pai_job_table.csv"
-    return job, folder / "pai_task_table.csv"
+    if path.is_file() and path.name != "pai_task_table.csv":
+        return path, folder / "pai_task_table.csv"
+    return folder / "pai_job_table.csv", folder / "pai_task_table.csv"
 
 
 def load_pai(path: Path, options: LoadOptions) -> Loaded:
@@ -94,7 +96,8 @@ def load_pai(path: Path, options: LoadOptions) -> Loaded:
 
 def _read_headerless(path: Path, columns: list[str], options: LoadOptions) -> Rows:
     """The released tables have no header; a file that starts with one is read by its header."""
-    first = path.open(encoding="utf-8", errors="replace").readline()
+    with path.open(encoding="utf-8-sig", errors="replace") as text:  # (-sig: a BOM is no data)
+        first = text.readline()
     has_header = first.split(",")[0].strip() == "job_name"
     return read_table(path, str(path), options, names=None if has_header else columns)
 
