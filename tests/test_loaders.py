@@ -372,6 +372,16 @@ def test_a_skipped_slurm_elapsed_is_counted_once_and_its_row_left_out(tmp_path):
     assert report["rows"] == report["jobs"] + sum(report["skipped"].values())
 
 
+def test_sacct_parsable_with_a_separator_ending_every_line_reads_as_parsable2(tmp_path):
+    """``sacct --parsable`` ends every line with '|' (an empty last column, once refused as a
+    header with an empty column name); ``--parsable2`` does not."""
+    two = FIXTURES / "sacct_parsable2.txt"
+    text = "".join(line + "|\n" for line in two.read_text().splitlines())
+    assert load_trace(write(tmp_path, text, "sacct.txt")).equals(load_trace(two))
+    ragged = text.replace("|COMPLETED|\n", "|COMPLETED\n", 1)  # (not every line: no guess)
+    assert "empty column name" in str(error(write(tmp_path, ragged, "ragged.txt")))
+
+
 def test_slurm_duration_is_elapsed_before_end_minus_start(tmp_path):
     """Elapsed is the run time: it leaves out time suspended, and a run across the autumn
     clock change (End's wall clock before Start's) is still its Elapsed, not an error. End -

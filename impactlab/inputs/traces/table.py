@@ -118,6 +118,9 @@ def read_table(
     text = read_text(path, source)
     first = text.split("\n", 1)[0].rstrip("\r")
     sep = options.sep or sniff_separator(first)
+    if names is None and first.endswith(sep):  # (sacct --parsable ends every line with one)
+        text = _without_trailing_separator(text, sep)
+        first = text.split("\n", 1)[0].rstrip("\r")
     if names is None:
         _check_header(first, sep, source)
     try:
@@ -172,6 +175,16 @@ def _first_long_row(text: str, sep: str, width: int | None) -> tuple[int | None,
             elif len(row) > width:
                 return reader.line_num, len(row), width
     return None, 0, width or 0
+
+
+def _without_trailing_separator(text: str, sep: str) -> str:
+    """``text`` whose every line ends with ``sep`` (``sacct --parsable``, not ``--parsable2``)
+    with each line without it; else ``text`` as it is (the header check then names the empty
+    column)."""
+    lines = text.splitlines()
+    if not all(line.endswith(sep) for line in lines if line.strip()):
+        return text
+    return "\n".join(line[: -len(sep)] if line.strip() else line for line in lines) + "\n"
 
 
 def _check_header(header: str, sep: str, source: str) -> None:
