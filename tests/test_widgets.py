@@ -4,6 +4,7 @@ replaces the charts, compare mode, presets, the cache, and messages instead of t
 from __future__ import annotations
 
 import html
+from pathlib import Path
 
 import altair as alt
 import ipywidgets as w
@@ -280,3 +281,17 @@ def test_a_stored_explorer_shows_a_picture_of_its_headline_but_not_under_voila(a
     monkeypatch.setenv("SERVER_SOFTWARE", "voila/0.5.13")
     assert "image/png" not in app._repr_mimebundle_()
     assert "image/png" not in Explorer(config=SMALL, run=False)._repr_mimebundle_()  # no run yet
+
+
+def test_a_pai_folder_runs_from_the_file_box_and_another_folder_is_named(tmp_path):
+    """A PAI 2020 trace is a folder: the file box takes it; any other folder gets the loader's
+    message (it once said every folder is 'a directory, not a file')."""
+    app = Explorer(config=SMALL)
+    app.workload.value = "file"
+    app.file.value = str(Path(__file__).parent / "fixtures" / "pai2020")
+    assert app.results[0].provenance["format"] == "pai2020" and len(app.results[0].trace) == 3
+    app.file.value = str(tmp_path)
+    assert app.run() is None  # (or the button, if the estimate waits for it)
+    message = html.unescape(app.message.value)
+    assert f"{tmp_path}: is a directory; give a trace file (only an Alibaba PAI 2020" in message
+    assert "impactlab-error" in app.status._dom_classes

@@ -129,14 +129,13 @@ def widen(slider: w.IntSlider | w.FloatSlider, value: float) -> None:
 
 
 def trace_file(text: str) -> Path:
-    """The trace file a path typed into the Explorer means (``find_input``): the path itself,
-    relative to the working directory, else the shipped file of that bare name. A ParamError
+    """The trace a path typed into the Explorer means (``find_input``): the path itself,
+    relative to the working directory, else the shipped file of that bare name; a file, or a
+    folder (a PAI 2020 trace is one; the loader names any other as not a trace). A ParamError
     naming the path and where it was looked for when there is no such file."""
     found = find_input(text)
-    if found.is_file():
+    if found.is_file() or found.is_dir():  # (a folder: the loader says if its format allows it)
         return found.resolve()
-    if found.is_dir():
-        raise ParamError(f"trace file {text!r} is a directory, not a file")
     given = Path(text)
     where = f"looked for {given if given.is_absolute() else Path.cwd() / given}"
     if not given.is_absolute() and len(given.parts) == 1:  # a bare name: the shipped files too
