@@ -285,13 +285,15 @@ def test_a_stored_explorer_shows_a_picture_of_its_headline_but_not_under_voila(a
 
 def test_a_pai_folder_runs_from_the_file_box_and_another_folder_is_named(tmp_path):
     """A PAI 2020 trace is a folder: the file box takes it; any other folder gets the loader's
-    message (it once said every folder is 'a directory, not a file')."""
+    message (it once said every folder is 'a directory, not a file'). A trace is estimated
+    over its own span (it was 14 days: a 1-hour trace after a tiny run asked for Run)."""
     app = Explorer(config=SMALL)
     app.workload.value = "file"
     app.file.value = str(Path(__file__).parent / "fixtures" / "pai2020")
     assert app.results[0].provenance["format"] == "pai2020" and len(app.results[0].trace) == 3
-    app.file.value = str(tmp_path)
-    assert app.run() is None  # (or the button, if the estimate waits for it)
+    app.file.value = str(tmp_path)  # (read at once for its span, as the estimate needs it)
     message = html.unescape(app.message.value)
     assert f"{tmp_path}: is a directory; give a trace file (only an Alibaba PAI 2020" in message
     assert "impactlab-error" in app.status._dom_classes
+    app.file.value = str(Path(il.__file__).parent / "data" / "example-trace-88gpu-3d.csv")
+    assert app.results[0].config.days == 3 and "press Run" not in app.status.value

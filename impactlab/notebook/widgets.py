@@ -435,12 +435,12 @@ class Explorer(w.VBox):
             return
         try:
             config = self.config()
+            estimate = self.estimate_s(config)  # (a trace file is read for its span)
         except ERRORS as err:
             self._show_message(str(err))
             self._mark_shown(stale=True)
             return
         self._show_message("")
-        estimate = self.estimate_s(config)
         if self._key(config) in self._cache or estimate <= self.auto_s:
             self.run(config)
         else:
@@ -528,14 +528,12 @@ class Explorer(w.VBox):
         return (config, tuple(self.policies()))
 
     def estimate_s(self, config: SimConfig) -> float:
-        """Expected seconds for a run, from the speed of the runs so far (GPU-days x policies)."""
-        return (
-            self._rate_s
-            * config.gpus
-            * (config.days or 14.0)
-            * config.demand
-            * len(self.policies())
-        )
+        """Expected seconds for a run, from the speed of the runs so far (GPU-days x policies);
+        a trace replayed whole counts its own span (it is read, once, to know it)."""
+        days = config.days
+        if days is None and config.trace_path:
+            days = fit(config, self._inputs_for(replace(config, budget_shares={}))).days
+        return self._rate_s * config.gpus * (days or 14.0) * config.demand * len(self.policies())
 
     def run(self, config: SimConfig | None = None) -> ExplorerRun | None:
         """Simulate now with the controls' settings (``config``: already read from them), show
