@@ -55,6 +55,10 @@ def test_pick_projects_keeps_whole_projects_within_the_target():
     out = pick_projects(trace, target_gpus=60, quotas={"a": 40, "b": 30, "c": 20})
     assert set(out["project"]) - {""} == {"a", "c"}  # 40 + 20; b would overshoot after a
     assert len(out[out["project"] == "a"]) == 4
+    with pytest.raises(ValueError, match=r"no jobs of project\(s\) \['zzz'\] in the trace"):
+        pick_projects(trace, target_gpus=60, quotas={"a": 40, "zzz": 5})
+    with pytest.raises(ValueError, match=r"quotas are positive numbers of GPUs, got \{'b': 0\}"):
+        pick_projects(trace, target_gpus=60, quotas={"a": 40, "b": 0})
 
 
 def test_fill_contract_sets_per_kind_defaults_with_overrides(trace):

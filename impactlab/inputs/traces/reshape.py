@@ -94,6 +94,12 @@ def pick_projects(
             raise ValueError("pick_projects needs quotas or source_gpus")
         used = (funded["gpus"] * funded["duration_s"]).groupby(funded["project"]).sum()
         quotas = (used / used.sum() * source_gpus).to_dict()
+    unknown = sorted(set(quotas) - set(funded["project"]))
+    if unknown:
+        raise ValueError(f"pick_projects: no jobs of project(s) {unknown} in the trace")
+    bad = {p: q for p, q in quotas.items() if not (q > 0 and np.isfinite(q))}
+    if bad:
+        raise ValueError(f"pick_projects: quotas are positive numbers of GPUs, got {bad}")
     chosen, total = [], 0.0
     for project, quota in sorted(quotas.items(), key=lambda kv: (-kv[1], kv[0])):
         if total + quota <= target_gpus:
