@@ -297,7 +297,12 @@ def base_config(args: argparse.Namespace) -> SimConfig:
     if args.command == "simulate":
         run = {**run, "policy": args.policy, **{k: values[k] for k in values if k in knobs}}
     config = base.with_params(run)
-    return config if plan is None else config.with_maintenance(*plan)
+    if plan is None:
+        return config
+    try:
+        return config.with_maintenance(*plan)
+    except ParamError as err:  # (checked against the cluster: the plan's file names it)
+        raise ParamError(f"{args.maintenance}: {err}") from None
 
 
 def variants(args: argparse.Namespace) -> dict[str, dict[str, Any]]:

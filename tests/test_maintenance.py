@@ -1194,6 +1194,10 @@ def test_cli_checks_a_plan_against_the_cluster_the_flags_ask_for(tmp_path, capsy
     argv = ["simulate", "--policy", "fifo", "--gpus", "512", "--days", "2"]
     assert main([*argv, "--maintenance", str(path), "--json"]) == 0, capsys.readouterr().err
     assert json.loads(capsys.readouterr().out)["maintenance_nodes"] == 1
+    smaller = ["simulate", "--policy", "fifo", "--gpus", "16", "--days", "2"]
+    assert main([*smaller, "--maintenance", str(path)]) == 2
+    err = capsys.readouterr().err  # (the plan's file named too: the check is the cluster's)
+    assert err.startswith(f"impactlab: error: {path}: maintenance (unnamed): node 40 is not in")
 
 
 def test_cli_rejects_a_missing_plan_file(tmp_path, capsys):
