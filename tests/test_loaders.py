@@ -372,6 +372,15 @@ def test_a_skipped_slurm_elapsed_is_counted_once_and_its_row_left_out(tmp_path):
     assert report["rows"] == report["jobs"] + sum(report["skipped"].values())
 
 
+def test_lines_ended_by_cr_alone_read_as_lines(tmp_path):
+    """A file whose lines end with CR alone was read as one line (a header with repeated or
+    odd column names)."""
+    text = (FIXTURES / "generic_trace.csv").read_text()
+    path = tmp_path / "mac.csv"
+    path.write_bytes(text.replace("\n", "\r").encode())
+    assert load_trace(path).equals(load_trace(FIXTURES / "generic_trace.csv"))
+
+
 def test_sacct_parsable_with_a_separator_ending_every_line_reads_as_parsable2(tmp_path):
     """``sacct --parsable`` ends every line with '|' (an empty last column, once refused as a
     header with an empty column name); ``--parsable2`` does not."""

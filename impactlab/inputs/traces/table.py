@@ -116,6 +116,8 @@ def read_table(
     ragged rows, a quote left open and a wrong delimiter raise a TraceError.
     """
     text = read_text(path, source)
+    if "\n" not in text and "\r" in text:  # (lines ended by CR alone, as classic Mac OS wrote)
+        text = text.replace("\r", "\n")
     first = text.split("\n", 1)[0].rstrip("\r")
     sep = options.sep or sniff_separator(first)
     if names is None and first.endswith(sep):  # (sacct --parsable ends every line with one)
