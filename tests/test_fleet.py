@@ -1263,5 +1263,5 @@ def test_unnamed_windows_keep_their_place_in_the_fleets_plan_as_their_name():
         {"announce_h": 20, "down_h": 22, "share": 0.25, "cluster": "b"},
         {"announce_h": 30, "down_h": 32, "share": 0.25},
     )
-    assert [w.name for w in config.cluster_maintenance(0)] == ["window 0", "window 2"]
-    assert [w.name for w in config.cluster_maintenance(1)] == ["window 1", "window 2"]
+    assert [w.name for w in config.cluster_maintenance(0)] == ["window 1", "window 3"]
+    assert [w.name for w in config.cluster_maintenance(1)] == ["window 2", "window 3"]

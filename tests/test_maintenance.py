@@ -494,9 +494,7 @@ class Log:
             elif e.event in NODE_EVENTS:
                 self.by_node[window_name(e.detail), int(e.nodes)].append(e)
         self.rows = {r.job_id: r for r in result.trace.itertuples(index=False)}
-        self.windows = {
-            (w.name or f"window {i}"): w for i, w in enumerate(cfg.maintenance)
-        }  # label -> window
+        self.windows = {w.label(i): w for i, w in enumerate(cfg.maintenance)}  # label -> window
 
     def __repr__(self) -> str:
         return f"Log({self.cfg.policy}, {self.cfg.maintenance}, {len(self.events)} events)"
@@ -823,7 +821,7 @@ def test_every_policy_keeps_the_maintenance_rules_with_node_failures(policy, che
 def test_the_plan_takes_every_listed_node_and_the_policies_differ_only_in_how(policy):
     log = generated_log(policy, ("64gpu-2d", "nodes", "stop"))
     cordons = sorted((label, n) for (label, n), rows in log.by_node.items() if rows)
-    assert cordons == [("second", 1), ("second", 3), ("window 0", 0), ("window 0", 1)]
+    assert cordons == [("second", 1), ("second", 3), ("window 1", 0), ("window 1", 1)]
     summary = log.result.summary()
     assert summary["maintenance_nodes"] == 4 and summary["maintenance_unfreed"] == 0
     evicts = summary["maintenance_evicted"]
@@ -1204,3 +1202,28 @@ def test_cli_rejects_a_missing_plan_file(tmp_path, capsys):
     missing = tmp_path / "nowhere.yaml"
     assert main(simulate_argv("--maintenance", str(missing))) == 2
     assert "nowhere.yaml" in capsys.readouterr().err
+
+
+def test_an_unnamed_window_has_one_name_in_errors_warnings_and_the_log(tmp_path, caplog):
+    """An unnamed window is "window N", its place in the plan from 1, wherever it is named."""
+    path = tmp_path / "plan.yaml"
+    path.write_text(
+        "- {name: first, announce_h: 1, down_h: 2, hours: 1, nodes: [0]}\n"
+        "- {announce_h: 3, down_h: 4, hours: 1, nodes: [1]}\n"
+        "- {announce_h: 999, down_h: 999, hours: 1, nodes: [2]}\n"
+    )
+    plan = load_maintenance(path)
+    config = SimConfig(gpus=32, days=1, warmup_days=0, maintenance=plan)
+    with caplog.at_level("WARNING", logger="impactlab"):
+        result = simulate(config)
+    assert "maintenance window 3: announced after the run ends" in caplog.text
+    labels = {window_name(d) for d in result.events["detail"] if d.startswith("maintenance=")}
+    assert labels == {"first", "window 2"}
+    clash = Maintenance(announce_h=3, down_h=4, hours=1, nodes=(1,), name="clash")
+    with pytest.raises(ParamError, match="maintenance clash and window 2 both take node 1"):
+        check_maintenance((*plan, clash), 4)
+    path.write_text("- {announce_h: 1, down_h: 2, nodes: [0]}\n- {announce_h: 3, down_h: 1}\n")
+    with pytest.raises(MaintenanceError, match="window 2"):
+        load_maintenance(path)
+    with pytest.raises(ParamError, match="maintenance window 2: give its"):
+        SimConfig(maintenance=[{"announce_h": 1, "down_h": 2, "nodes": [0]}, {"down_h": 3}])

@@ -327,6 +327,11 @@ class Maintenance:
                 f"got {self.at_deadline!r}"
             )
 
+    def label(self, i: int) -> str:
+        """Its name, or for an unnamed window "window N", its place in the plan counted from 1
+        (``i`` from 0), as the plan loaders name it in their errors."""
+        return self.name or f"window {i + 1}"
+
     def node_list(self, node_count: int) -> tuple[int, ...]:
         """The nodes it takes down on a cluster of ``node_count`` nodes: the listed ones, or
         ``ceil(share * node_count)`` spread evenly (node ``floor(i * node_count / k)`` for the
@@ -348,8 +353,8 @@ def check_maintenance(plan: tuple[Maintenance, ...], node_count: int) -> None:
     to the latest it could be back: a window's node may go down after ``down_h`` only while it
     waits for its jobs, which the check cannot know, so it uses the announced times)."""
     busy: dict[int, list[tuple[float, float, str]]] = {}
-    for w in plan:
-        span = (w.announce_h, w.down_h + w.hours, w.name or "(unnamed)")
+    for i, w in enumerate(plan):
+        span = (w.announce_h, w.down_h + w.hours, w.label(i))
         for n in w.node_list(node_count):
             for a, b, other in busy.get(n, []):
                 if span[0] < b and a < span[1]:
@@ -362,7 +367,7 @@ def check_maintenance(plan: tuple[Maintenance, ...], node_count: int) -> None:
 
 def maintenance_plan(value: Any) -> tuple[Maintenance, ...]:
     """A plan from what a caller gave: Maintenance windows, or mappings of their fields."""
-    return _records(value, Maintenance, lambda i: f"maintenance window {i}")
+    return _records(value, Maintenance, lambda i: f"maintenance window {i + 1}")
 
 
 def _records(value: Any, cls: type[_R], where: Callable[[int], str]) -> tuple[_R, ...]:
@@ -786,7 +791,7 @@ class SimConfig:
         window is named after its place in the fleet's plan, as a one-cluster run names it."""
         name = self.clusters[k].name
         return tuple(
-            w if w.name else replace(w, name=f"window {i}")
+            w if w.name else replace(w, name=w.label(i))
             for i, w in enumerate(self.maintenance)
             if w.cluster in ("", name)
         )

@@ -1473,7 +1473,7 @@ def maintenance(results: Any) -> alt.HConcatChart:
         ),
         deadline_h=(nodes["down_s"] - nodes["announced_s"]) / 3600.0,
     )
-    plan = {w.name or f"window {i}": w for r in rs for i, w in enumerate(r.config.maintenance)}
+    plan = {w.label(i): w for r in rs for i, w in enumerate(r.config.maintenance)}
     deadlines = pd.DataFrame(
         {
             "window": list(plan),

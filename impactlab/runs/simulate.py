@@ -93,7 +93,7 @@ def simulate(
         _check_load(config, inputs)
     unknown = check_projects(trace, tree, on_unknown_project or config.unknown_projects)
     late = [
-        w.name or f"window {i}"
+        w.label(i)
         for i, w in enumerate(config.maintenance)
         if w.announce_h * 3600.0 >= config.horizon_s
     ]

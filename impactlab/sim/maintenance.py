@@ -118,7 +118,7 @@ class MaintenancePlan:
         return node in self.work
 
     def _label(self, i: int) -> str:
-        return self.plan[i].name or f"window {i}"
+        return self.plan[i].label(i)
 
     def _announce(self, i: int) -> None:
         window, ops = self.plan[i], self.ops
