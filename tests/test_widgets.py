@@ -297,3 +297,18 @@ def test_a_pai_folder_runs_from_the_file_box_and_another_folder_is_named(tmp_pat
     assert "impactlab-error" in app.status._dom_classes
     app.file.value = str(Path(il.__file__).parent / "data" / "example-trace-88gpu-3d.csv")
     assert app.results[0].config.days == 3 and "press Run" not in app.status.value
+
+
+def test_the_run_estimate_weighs_every_run_by_its_size():
+    """The speed behind the estimate is the time of all runs over all their GPU-days: a tiny run,
+    whose fixed costs make it slow per GPU-day, no longer makes the next large run look slow
+    (it was the last run's speed alone)."""
+    app = Explorer(config=SMALL, run=False)
+    app._learn(1.0, 1000.0)  # a default-sized run: 1 ms per GPU-day
+    app._learn(0.05, 1.0)  # a tiny run: 50 ms per GPU-day
+    assert app.rate_s() == pytest.approx(1.05 / 1001.0)
+    assert app.estimate_s(il.SimConfig(gpus=256, days=14)) == pytest.approx(
+        1.05 / 1001.0 * 256 * 14 * il.SimConfig().demand * len(app.policies())
+    )
+    app.run()
+    assert app._spent[1] > 1001.0 and app.rate_s() > 0  # (a real run counts too)

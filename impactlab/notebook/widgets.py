@@ -238,7 +238,9 @@ class Explorer(w.VBox):
         self._cache: OrderedDict[tuple, ExplorerRun] = OrderedDict()
         self._inputs: tuple[tuple, Inputs] | None = None
         self._holding = False
-        self._rate_s = 1e-6  # seconds per GPU-day, learnt from the runs
+        # Seconds and GPU-days of the runs so far: their ratio is the speed an estimate uses
+        # (a first guess until a run is done).
+        self._spent = (0.0, 0.0)
         self._build()
         self._note: str | None = None
         self._note = self._apply_preset(preset) if preset else None  # shown with the first run
@@ -533,7 +535,17 @@ class Explorer(w.VBox):
         days = config.days
         if days is None and config.trace_path:
             days = fit(config, self._inputs_for(replace(config, budget_shares={}))).days
-        return self._rate_s * config.gpus * (days or 14.0) * config.demand * len(self.policies())
+        return self.rate_s() * config.gpus * (days or 14.0) * config.demand * len(self.policies())
+
+    def rate_s(self) -> float:
+        """Seconds per GPU-day of the runs so far, all of them together: the whole time over the
+        whole work, so that a tiny run (whose fixed costs dominate) barely moves it."""
+        wall, gpu_days = self._spent
+        return max(wall / gpu_days, 1e-7) if gpu_days > 0 else 1e-6
+
+    def _learn(self, wall_s: float, gpu_days: float) -> None:
+        """Count a run of ``gpu_days`` that took ``wall_s`` in ``rate_s``."""
+        self._spent = (self._spent[0] + wall_s, self._spent[1] + gpu_days)
 
     def run(self, config: SimConfig | None = None) -> ExplorerRun | None:
         """Simulate now with the controls' settings (``config``: already read from them), show
@@ -585,8 +597,7 @@ class Explorer(w.VBox):
         finally:
             self.bar.layout.display = "none"
         wall = time.perf_counter() - began
-        gpu_days = config.gpus * self._horizon_s / DAY_S * config.demand * len(results)
-        self._rate_s = max(wall / gpu_days, 1e-7)
+        self._learn(wall, config.gpus * self._horizon_s / DAY_S * config.demand * len(results))
         return ExplorerRun(results, sum(r.sim_wall_s for r in results), wall)
 
     def _advance(self, t_s: float) -> None:
