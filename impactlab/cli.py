@@ -27,6 +27,7 @@ from .base.files import (
 )
 from .base.params import Param, ParamError, iter_groups
 from .base.registry import policy_class, policy_names, policy_params
+from .base.units import plural
 from .base.version import VERSION
 from .inputs.budgets import BudgetError
 from .inputs.maintenance import MaintenanceError
@@ -453,6 +454,30 @@ def check_out(out: Path | None) -> None:
             raise UsageError(f"--out {err}") from None
 
 
+def check_not_a_sweep(out: Path) -> None:
+    """Refuse to save single runs into a sweep's folder (its report reads only the sweep)."""
+    from .runs.sweep import is_sweep_folder
+
+    if is_sweep_folder(out):
+        raise UsageError(f"--out {out}: holds a sweep; give the runs a folder of their own")
+
+
+def replace_saved_runs(out: Path, compare: bool) -> None:
+    """Make room in ``out`` for the new runs: the runs saved there before are removed (only the
+    files a run writes), so that a report never shows them beside the new ones; one line on
+    stderr says so."""
+    from .analysis.results import clear_saved_runs
+
+    removed = clear_saved_runs(out)
+    if removed:
+        print(
+            f"impactlab: replaced the {removed} run{plural(removed)} saved in {out} before",
+            file=sys.stderr,
+        )
+    if compare:
+        out.mkdir(exist_ok=True)
+
+
 def _out_refused(out: Path | None) -> bool:
     """``check_out`` before anything slow is even imported; the one line on stderr if refused."""
     try:
@@ -488,6 +513,15 @@ def _window(summary: dict) -> str:
     """The simulated span and the reporting window, in days."""
     days, start = round(summary["days"], 2), round(summary["report_from_days"], 2)
     return f"simulated days 0-{days:g}, reported days {start:g}-{days:g}"
+
+
+def _fact(summary: dict, key: str) -> object:
+    return _window(summary) if key == "window" else summary[key]
+
+
+def _reported(window: object) -> str:
+    """The reported days of a ``_window`` text."""
+    return str(window).rpartition(" ")[2]
 
 
 def format_table(summary: dict) -> str:
@@ -543,10 +577,17 @@ def format_comparison(summaries: list[dict], labels: list[str] | None = None) ->
     p50/p90 waits per kind."""
     labels = labels or [s["policy"] for s in summaries]
     head = f"  {'':{W}}" + "".join(f"{label:>12}" for label in labels)
-    lines = [
-        f"{summaries[0]['jobs']} jobs on {summaries[0]['gpus']} GPUs, {_window(summaries[0])}",
-        head,
-    ]
+    first = summaries[0]
+    # The title says what holds for every run; what differs (the GPUs of a fleet's layouts,
+    # for example) is a row instead.
+    differ = [k for k in ("jobs", "gpus", "window") if len({_fact(s, k) for s in summaries}) > 1]
+    who = "runs" if "jobs" in differ else f"{first['jobs']} jobs"
+    if "gpus" not in differ:
+        who += f" on {first['gpus']} GPUs"
+    lines = [who if "window" in differ else f"{who}, {_window(first)}", head]
+    for key in differ:
+        name, cell = ("reported days", _reported) if key == "window" else (key, str)
+        lines.append(f"  {name:{W}}" + "".join(f"{cell(_fact(s, key)):>12}" for s in summaries))
     for name in (*shown(summaries), "sim_wall_s"):
         lines.append(f"  {name:{W}}" + "".join(_cell(s[name], ".3f", 12) for s in summaries))
     lines.append("  queued jobs at the window's start and at the end of each quarter:")
@@ -597,9 +638,11 @@ def _main(argv: Sequence[str] | None = None) -> int:
         if args.command == "inspect":
             print(inspect(args))
             return 0
+        if args.out:
+            check_not_a_sweep(args.out)
         results = run(args)
-        if args.out and args.command == "compare":
-            args.out.mkdir(exist_ok=True)
+        if args.out:
+            replace_saved_runs(args.out, args.command == "compare")
         for result in results:
             if args.out:
                 result.save(args.out / result.run if args.command == "compare" else args.out)
@@ -618,6 +661,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
     summaries = [json_ready(r.summary()) for r in results]
     fleets = [r.by_cluster() if r.config.clusters else None for r in results]
     if args.json:
+        if args.command == "compare":  # (a run's label: its policy, or its layout's)
+            summaries = [{"run": r.run, **s} for r, s in zip(results, summaries)]
         for summary, table in zip(summaries, fleets):
             if table is not None:
                 summary["clusters"] = [json_ready(row) for row in table.to_dict("records")]
@@ -640,7 +685,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
 # ----- sweep and report ------------------------------------------------------------------------
 _SWEEP_HELP = """Run every config of a grid x seeds (serially, in local processes or on Dask) and print
-mean and 95%% CI per config. Axes come from GRID.yaml ({grid: {cap_hours: [1, 4, 8]}, seeds: 0-5,
+mean and 95% CI per config. Axes come from GRID.yaml ({grid: {cap_hours: [1, 4, 8]}, seeds: 0-5,
 base: {gpus: 88}}) and --grid flags; any declared parameter, "policy", "trace_path" or
 "share.<node>". A policy knob given as a flag is a one-value axis (it applies to the policies that
 declare it). --out DIR files each run as it completes (runs/<key>.parquet and .json); the same
@@ -733,9 +778,13 @@ def sweep_spec(args: argparse.Namespace) -> tuple[SimConfig, dict[str, list[Any]
     flags = given(args)
     knob_names = {p.name for p in parameters() if p.policies}
     fixed = {**{k: v for k, v in spec.get("base", {}).items() if k not in flags}, **flags}
-    base = base_config(args).with_params(
-        {k: v for k, v in fixed.items() if k not in knob_names and k not in flags}
-    )
+    start = base_config(args)
+    try:
+        base = start.with_params(
+            {k: v for k, v in fixed.items() if k not in knob_names and k not in flags}
+        )
+    except ParamError as err:  # (the flags were checked as they were parsed: it is the file's)
+        raise UsageError(f"{args.grid_file}: base: {err}") from None
     grid = {
         **{k: v if isinstance(v, list) else [v] for k, v in spec.get("grid", {}).items()},
         **dict(args.grid),
@@ -818,12 +867,19 @@ def _dask_client(address: str | None) -> Any:
 def report_command(args: argparse.Namespace) -> int:
     """``impactlab report DIR -o report.html``."""
     out = args.output or args.source / "report.html"
-    if args.output is not None or args.source.is_dir():  # else the missing source is the news
-        try:
-            check_output_file(out)  # before anything slow is even imported
-        except OutputPathError as err:
-            print(f"impactlab: error: -o {err}", file=sys.stderr)
-            return 2
+    if not args.source.is_dir():
+        what = "is not a folder" if args.source.exists() else "no such folder"
+        print(
+            f"impactlab: error: {args.source}: {what}; give a sweep, simulate or compare --out folder",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        check_output_file(out)  # before anything slow is even imported
+    except OutputPathError as err:
+        flag = "-o " if args.output is not None else "the report (-o) "
+        print(f"impactlab: error: {flag}{err}", file=sys.stderr)
+        return 2
     from .analysis.results import SavedFileError
     from .notebook.report import ReportError, write_report
 

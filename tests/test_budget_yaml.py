@@ -216,3 +216,25 @@ def test_users_written_as_leaves_under_a_project_are_charged_by_user():
     assert result.unknown_projects == {"P": 1}  # eve has no budget under P: runs unallocated
     delivered = result.budgets.set_index("node")["delivered_gpu_s"]
     assert delivered["P"] == 2 * 8 * 100 and delivered["Q"] == 8 * 100
+
+
+@pytest.mark.parametrize(
+    ("node", "words"),
+    [
+        ("{name: , share: 3}", "node under '/root' has no name"),  # (was a project "None")
+        ("{name: [a], share: 3}", r"node under '/root' has no name \(got \['a'\]\)"),
+        ("{name: yes}", "node under '/root' has no name"),
+        ("{name: p01, share: yes}", "node 'p01': share must be a number, got True"),  # (was 1)
+    ],
+)
+def test_a_yaml_slip_in_a_name_or_share_is_named(tmp_path, node, words):
+    path = tmp_path / "budgets.yaml"
+    path.write_text(f"name: root\nchildren:\n  - {node}\n  - {{name: p02}}\n")
+    with pytest.raises(BudgetError, match=f"{path}: {words}"):
+        load_budgets(path)
+
+
+def test_numbers_are_names_too(tmp_path):
+    path = tmp_path / "budgets.yaml"
+    path.write_text("name: root\nchildren:\n  - {name: 2024, share: 2}\n  - {name: p02}\n")
+    assert load_budgets(path).names == ("root", "2024", "p02")

@@ -1164,8 +1164,21 @@ def test_cli_compare_layouts_runs_one_policy_on_each_layout(capsys):
         ["a", "b", ORGANISATION],
     ]
     assert [d["clusters"][0]["run"] for d in data] == ["today", "one", "two"]
+    assert [d["run"] for d in data] == ["today", "one", "two"]
     assert [d["clusters"][0]["gpus"] for d in data] == [32, 80, 48]
     assert len({d["jobs"] for d in data}) == 1
+
+
+def test_cli_compare_of_layouts_of_different_sizes_gives_each_its_gpus(capsys):
+    """The title once said every layout had the first one's GPUs."""
+    code, out, err = cli(
+        capsys, "compare", "--clusters", "a:32,b:48", "--days", "1", "--policies", "fifo",
+        "--layouts", "today=as-is", "less=resize:b:16",
+    )  # fmt: skip
+    assert code == 0, err
+    title, head, gpus = out.splitlines()[:3]
+    assert "GPUs" not in title and title.split(",")[0].endswith(" jobs")
+    assert head.split() == ["today", "less"] and gpus.split() == ["gpus", "80", "48"]
 
 
 @pytest.mark.parametrize(

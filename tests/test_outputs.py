@@ -4,6 +4,7 @@ not write with one line naming it (exit status 2), fast, and leave nothing behin
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -77,6 +78,23 @@ def test_report_refuses_a_bad_output_file_before_rendering(tmp_path, capsys):
     assert not (source / "report.html").exists()
 
 
+def test_report_names_a_missing_source_or_a_default_output_it_cannot_write(tmp_path, capsys):
+    missing = tmp_path / "no-such-run"
+    assert main(["report", str(missing)]) == 2
+    assert capsys.readouterr().err == (
+        f"impactlab: error: {missing}: no such folder; give a sweep, simulate or compare --out "
+        "folder\n"
+    )
+    source = tmp_path / "run"
+    il.simulate(il.SimConfig(policy="fifo", gpus=8, days=0.5)).save(source)
+    (source / "report.html").mkdir()  # (the default output, DIR/report.html, cannot be written)
+    assert main(["report", str(source)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"impactlab: error: the report (-o) {source / 'report.html'}: is a folder"
+    )
+
+
 def test_save_refuses_before_writing_anything(tmp_path):
     result = il.simulate(il.SimConfig(policy="fifo", gpus=8, days=0.5))
     for path in bad_paths(tmp_path).values():
@@ -139,3 +157,57 @@ def test_a_bad_output_path_is_answered_before_the_heavy_modules_load(argv):
     )
     assert done.stdout.split() == ["False", "2"], done.stdout + done.stderr
     assert done.stderr.count("\n") == 1 and str(UNWRITABLE) in done.stderr
+
+
+TINY = ["--gpus", "8", "--days", "0.5"]
+
+
+def test_new_runs_replace_the_runs_saved_in_their_out_folder(tmp_path, capsys):
+    """A compare into a folder that holds a simulate run (or another compare) replaces those
+    runs: the report read the old run alone, or mixed both compares as one comparison."""
+    from impactlab.analysis.results import saved_runs_in
+    from impactlab.notebook.report import load_results
+
+    out = tmp_path / "out"
+    (tmp_path / "out").mkdir()
+    mine = out / "notes"  # a folder of the user's that holds no run is kept
+    mine.mkdir()
+    (mine / "config.json").write_text("{}")
+    assert main(["simulate", "--policy", "impactful", *TINY, "--out", str(out)]) == 0
+    assert saved_runs_in(out) == [out]
+    capsys.readouterr()
+    assert main(["compare", "--policies", "fifo", "legacy", *TINY, "--out", str(out)]) == 0
+    assert f"replaced the 1 run saved in {out}" in capsys.readouterr().err
+    assert [r.run for r in load_results(out)] == ["fifo", "legacy"]
+    assert main(["compare", "--policies", "fairshare", "--gpus", "16", "--days", "0.5",
+                 "--out", str(out)]) == 0  # fmt: skip
+    assert "replaced the 2 runs" in capsys.readouterr().err
+    assert [(r.run, r.config.gpus) for r in load_results(out)] == [("fairshare", 16)]
+    assert (mine / "config.json").read_text() == "{}"
+    assert sorted(p.name for p in out.iterdir()) == ["fairshare", "notes"]
+
+
+def test_single_runs_and_sweeps_keep_to_folders_of_their_own(tmp_path, capsys):
+    sweep = tmp_path / "sweep"
+    grid = ["--grid", "policy=fifo", "--backend", "serial", *TINY]
+    assert main(["sweep", *grid, "--out", str(sweep)]) == 0
+    capsys.readouterr()
+    assert main(["simulate", "--policy", "fifo", *TINY, "--out", str(sweep)]) == 2
+    assert f"--out {sweep}: holds a sweep" in capsys.readouterr().err
+    runs = tmp_path / "runs"
+    assert main(["simulate", "--policy", "fifo", *TINY, "--out", str(runs)]) == 0
+    capsys.readouterr()
+    assert main(["sweep", *grid, "--out", str(runs)]) == 2
+    err = capsys.readouterr().err
+    assert f"out={runs}: holds 1 run saved by simulate or compare" in err, err
+    assert main(["sweep", *grid, "--out", str(sweep)]) == 0  # (a sweep resumes in its own)
+
+
+def test_the_saved_summary_is_strict_json_with_null_for_undefined(tmp_path):
+    result = il.simulate(il.SimConfig(gpus=8, days=0.5, warmup_days=0))
+    out = result.save(tmp_path / "run")
+    text = (out / "summary.json").read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    saved = json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in summary.json"))
+    undefined = [k for k, v in result.summary().items() if isinstance(v, float) and v != v]
+    assert undefined and all(saved[k] is None for k in undefined)

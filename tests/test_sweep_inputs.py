@@ -69,6 +69,14 @@ def test_a_grid_file_with_bad_seeds_is_refused(tmp_path, capsys):
     assert "runs backwards" in capsys.readouterr().err
 
 
+def test_a_slip_in_a_grid_files_base_names_the_file(tmp_path, capsys):
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("grid:\n  cap_hours: [1, 8]\nbase: {gpu: 88, days: 1}\n")
+    assert cli.main(["sweep", str(grid), "--backend", "serial", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"impactlab: error: {grid}: base: unknown parameter 'gpu'; did you mean gpus?\n"
+
+
 # ----- a script without the __main__ guard ------------------------------------------------------
 SCRIPT = """
 import warnings

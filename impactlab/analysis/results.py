@@ -441,7 +441,8 @@ class SimResult:
         self.trace.to_parquet(out / "trace.parquet", index=False)
         self.jobs.to_parquet(out / "jobs.parquet", index=False)
         self.budgets.to_parquet(out / "budgets.parquet", index=False)
-        (out / "summary.json").write_text(json.dumps(self.summary(), indent=2, default=_plain))
+        summary = json.dumps(finite(self.summary()), indent=2, default=_plain, allow_nan=False)
+        (out / "summary.json").write_text(summary)  # (strict JSON: NaN is null)
         config = {
             "config": self.config.to_dict(),
             "budgets": self.tree.to_dict(),
@@ -519,6 +520,62 @@ def metrics_frame(results: Iterable[SimResult]) -> pd.DataFrame:
     )
     wall = pd.DataFrame({"sim_wall_s": [r.sim_wall_s for r in results]})
     return pd.concat([head, config, metrics, wall], axis=1)
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every NaN or infinite float (not valid JSON) replaced by None, through
+    dicts, lists and tuples."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+#: The files ``SimResult.save`` writes into a run's folder.
+SAVED_FILES = (
+    "events.parquet",
+    "trace.parquet",
+    "jobs.parquet",
+    "budgets.parquet",
+    "summary.json",
+    "config.json",
+)
+
+
+def saved_runs_in(folder: str | Path) -> list[Path]:
+    """The runs saved in ``folder`` (``SimResult.save``): the folder itself, and each of its
+    sub-folders, that holds a run's ``config.json`` and ``events.parquet`` (another tool's
+    ``config.json`` is not one)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    return [p for p in (folder, *sorted(folder.iterdir())) if _is_saved_run(p)]
+
+
+def _is_saved_run(path: Path) -> bool:
+    if not ((path / "config.json").is_file() and (path / "events.parquet").is_file()):
+        return False
+    try:
+        saved = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(saved, dict) and "config" in saved
+
+
+def clear_saved_runs(folder: str | Path) -> int:
+    """Remove the runs saved in ``folder`` (only the files ``save`` writes, and a run's
+    sub-folder once it is empty), so that new results do not stand beside old ones that a
+    report would read with them; the number of runs removed."""
+    runs = saved_runs_in(folder)
+    for run in runs:
+        for name in SAVED_FILES:
+            (run / name).unlink(missing_ok=True)
+        if run != Path(folder) and not any(run.iterdir()):
+            run.rmdir()
+    return len(runs)
 
 
 def _plain(value: Any) -> Any:

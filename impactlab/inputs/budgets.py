@@ -60,9 +60,13 @@ class BudgetTree:
                 raise BudgetError(
                     f"{source}: under '{path or '/'}': a node is a mapping with a name, got {node!r}"
                 )
-            name = str(node.get("name", "")).strip()
+            raw_name = node.get("name")
+            if isinstance(raw_name, bool) or not isinstance(raw_name, (str, int)):
+                given = "" if raw_name is None else f" (got {raw_name!r})"
+                raise BudgetError(f"{source}: node under '{path or '/'}' has no name{given}")
+            name = str(raw_name).strip()
             if not name:
-                raise BudgetError(f"{source}: node under '{path}' has no name")
+                raise BudgetError(f"{source}: node under '{path or '/'}' has no name")
             extra = sorted(set(node) - NODE_KEYS)
             if extra:
                 raise BudgetError(
@@ -79,6 +83,8 @@ class BudgetTree:
                 members.append((name, _user_names(node["users"], name, source)))
             raw = node.get("share", 1.0)
             try:
+                if isinstance(raw, bool):  # (YAML's yes/no: float() would take them)
+                    raise TypeError
                 value = float(raw)
             except (TypeError, ValueError):
                 raise BudgetError(
@@ -231,8 +237,15 @@ class BudgetTree:
         else the leaf named by its user under the node named by its project."""
         clash = projects[projects.isin(self._ambiguous)]
         if len(clash):
+            name = clash.iloc[0]
+            where = [
+                "/".join(self.names[n] for n in self.path(i))
+                for i in self.leaves
+                if self.names[i] == name
+            ]
             raise BudgetError(
-                f"project '{clash.iloc[0]}' appears twice in the budget tree: which one is meant?"
+                f"project '{name}' names more than one leaf of the budget tree ({', '.join(where)}), "
+                f"so its jobs cannot be charged: rename all but one, or give the jobs the project of one"
             )
         leaf = projects.map(self.leaf_of)
         missing = leaf.isna().to_numpy() & (projects != "").to_numpy()
