@@ -238,3 +238,27 @@ def test_numbers_are_names_too(tmp_path):
     path = tmp_path / "budgets.yaml"
     path.write_text("name: root\nchildren:\n  - {name: 2024, share: 2}\n  - {name: p02}\n")
     assert load_budgets(path).names == ("root", "2024", "p02")
+
+
+def test_jobs_of_users_without_a_leaf_are_named_by_user_not_as_an_absent_project(caplog):
+    """Under a project funded by per-user leaves, the jobs of a user without a leaf run
+    unallocated: the warning named the project as "not in the budget tree"."""
+    from impactlab.inputs.budget_io import check_projects
+
+    tree = BudgetTree.from_dict(
+        {"name": "root", "children": [{"name": "P", "children": [{"name": "ann"}]}, {"name": "Q"}]}
+    )
+    trace = pd.DataFrame(
+        {
+            "project": ["P", "P", "P", "R", "P"],
+            "user": ["ann", "bob", "cy", "dee", None],
+        }
+    )
+    with caplog.at_level("WARNING", logger="impactlab"):
+        assert check_projects(trace, tree) == {"P": 3, "R": 1}
+    assert caplog.messages == [
+        "4 jobs run unallocated: projects not in the budget tree: R (1 job); project P (3 jobs) "
+        "funds its users by leaves: users bob, cy have none"
+    ]
+    with pytest.raises(BudgetError, match="project P .* some of its jobs name no user"):
+        check_projects(trace.iloc[[4]], tree, "error")

@@ -13,6 +13,7 @@ from typing import Literal
 
 import pandas as pd
 
+from ..base.units import plural
 from .budgets import BudgetError, BudgetTree
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,31 @@ def unknown_projects(trace: pd.DataFrame, tree: BudgetTree) -> dict[str, int]:
     return {str(k): int(v) for k, v in missing.value_counts().sort_index().items()}
 
 
+def _unfunded_text(trace: pd.DataFrame, tree: BudgetTree, missing: dict[str, int]) -> str:
+    """Why the jobs of ``missing`` projects charge no leaf: the project is not in the tree, or
+    it is a node of per-user leaves and their users have none (those users named)."""
+    groups = set(tree.names) - {tree.names[i] for i in tree.leaves}
+    parts = []
+    absent = {p: n for p, n in missing.items() if p not in groups}
+    if absent:
+        listed = ", ".join(f"{p} ({n} job{plural(n)})" for p, n in list(absent.items())[:10])
+        more = f" and {len(absent) - 10} more" if len(absent) > 10 else ""
+        parts.append(f"projects not in the budget tree: {listed}{more}")
+    for project in [p for p in missing if p in groups][:10]:
+        have = {tree.names[i] for i in tree.leaves if tree.names[tree.parent[i]] == project}
+        mine = trace["project"].fillna("").astype(str) == project
+        users = trace.loc[mine, "user"].fillna("").astype(str) if "user" in trace else []
+        lacking = sorted(set(users) - have - {""})
+        named = ", ".join(lacking[:5]) + (
+            f" and {len(lacking) - 5} more" if len(lacking) > 5 else ""
+        )
+        why = f"users {named} have none" if lacking else "some of its jobs name no user"
+        parts.append(
+            f"project {project} ({missing[project]} job{plural(missing[project])}) funds its users by leaves: {why}"
+        )
+    return "; ".join(parts)
+
+
 def check_projects(
     trace: pd.DataFrame,
     tree: BudgetTree,
@@ -87,14 +113,8 @@ def check_projects(
         raise ValueError(f"on_unknown must be 'unallocated' or 'error', got {on_unknown!r}")
     missing = unknown_projects(trace, tree)
     if missing:
-        listed = ", ".join(f"{p} ({n} jobs)" for p, n in list(missing.items())[:10])
-        more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+        text = _unfunded_text(trace, tree, missing)
         if on_unknown == "error":
-            raise BudgetError(f"projects not in the budget tree: {listed}{more}")
-        log.warning(
-            "%d jobs run unallocated: projects not in the budget tree: %s%s",
-            sum(missing.values()),
-            listed,
-            more,
-        )
+            raise BudgetError(text)
+        log.warning("%d jobs run unallocated: %s", sum(missing.values()), text)
     return missing
