@@ -257,8 +257,10 @@ def test_jobs_of_users_without_a_leaf_are_named_by_user_not_as_an_absent_project
     with caplog.at_level("WARNING", logger="impactlab"):
         assert check_projects(trace, tree) == {"P": 3, "R": 1}
     assert caplog.messages == [
-        "4 jobs run unallocated: projects not in the budget tree: R (1 job); project P (3 jobs) "
-        "funds its users by leaves: users bob, cy have none"
+        (
+            "4 jobs run unallocated: projects not in the budget tree: R (1 job); project P "
+            "(3 jobs) funds its users by leaves: users bob, cy have none"
+        )
     ]
-    with pytest.raises(BudgetError, match="project P .* some of its jobs name no user"):
+    with pytest.raises(BudgetError, match=r"project P .* some of its jobs name no user"):
         check_projects(trace.iloc[[4]], tree, "error")
