@@ -712,7 +712,8 @@ def _sweep_commands(sub: Any) -> None:
         default=[],
         metavar="NAME=V1,V2",
         type=_axis,
-        help="one grid axis, repeatable: --grid cap_hours=1,4,8 --grid policy=legacy,impactful",
+        help="one grid axis, repeatable: --grid cap_hours=1,4,8 --grid policy=legacy,impactful; "
+        "fleets are parted by semicolons: --grid 'clusters=a:64,b:16;a:48,b:32'",
     )
     swp.add_argument(
         "--seeds", type=_seed_list, metavar="0-5", help="seeds: 0-5, 0,3,7 or both (default 0)"
@@ -757,7 +758,9 @@ def _axis(text: str) -> tuple[str, list[str]]:
     name, sep, values = text.partition("=")
     if not sep or not name.strip() or not values.strip():
         raise argparse.ArgumentTypeError(f"expected NAME=V1,V2,..., got {text!r}")
-    return name.strip().replace("-", "_"), [v.strip() for v in values.split(",")]
+    name = name.strip().replace("-", "_")
+    # (a fleet is written with commas, "a:64,b:16": its layouts are parted by semicolons)
+    return name, [v.strip() for v in values.split(";" if name == "clusters" else ",")]
 
 
 def _seed_list(text: str) -> list[int]:

@@ -1278,3 +1278,20 @@ def test_unnamed_windows_keep_their_place_in_the_fleets_plan_as_their_name():
     )
     assert [w.name for w in config.cluster_maintenance(0)] == ["window 1", "window 3"]
     assert [w.name for w in config.cluster_maintenance(1)] == ["window 2", "window 3"]
+
+
+def test_a_fleets_layout_is_a_sweep_axis_from_a_grid_file_or_the_command_line(tmp_path, capsys):
+    """It was refused as "not a knob of any of the sweep's policies"; on the command line its
+    layouts are parted by semicolons (a layout has commas)."""
+    from impactlab.runs.sweep import sweep
+
+    layouts = ["a:32,b:16", "a:16,b:32"]
+    frame = sweep(SimConfig(days=0.5), {"clusters": layouts}, [0], backend="serial")
+    assert frame["clusters"].tolist() == layouts and frame["gpus"].tolist() == [48, 48]
+    assert frame["impact"].nunique() == 2  # (two fleets, two results)
+    code, out, err = cli(
+        capsys, "sweep", "--grid", "clusters=" + ";".join(layouts), "--days", "0.5",
+        "--backend", "serial", "--no-progress", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    assert [row["clusters"] for row in json.loads(out)] == layouts

@@ -64,8 +64,10 @@ META = ("run_key", "point_key", "status", "error", "warnings", "wall_s")
 RUNS = "runs"
 MANIFEST = "sweep.json"
 _METRIC_PREFIXES = ("preemptions.", "wait_", "queued_")
-_RUN_FIELDS = frozenset(p.name for p in declared(SimConfig)) | frozenset(
-    p.name for p in declared(HealthConfig)
+_RUN_FIELDS = (
+    frozenset(p.name for p in declared(SimConfig))
+    | frozenset(p.name for p in declared(HealthConfig))
+    | {"clusters"}  # (a fleet's layout: not a declared knob, set through ``with_params`` too)
 )
 #: Two-sided 95% t quantiles for 1..30 degrees of freedom (beyond: a Cornish-Fisher expansion).
 _T975 = (
