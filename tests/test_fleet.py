@@ -21,6 +21,7 @@ from dataclasses import replace
 from functools import cache
 
 import helpers
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -41,6 +42,7 @@ from impactlab import (
     policy_names,
     prepare,
     simulate,
+    validate_trace,
 )
 from impactlab.analysis.fleet import cluster_events, combine_events, first_nodes
 from impactlab.analysis.results import SimResult, metrics_frame
@@ -1295,3 +1297,34 @@ def test_a_fleets_layout_is_a_sweep_axis_from_a_grid_file_or_the_command_line(tm
     )  # fmt: skip
     assert code == 0, err
     assert [row["clusters"] for row in json.loads(out)] == layouts
+
+
+def test_a_cluster_offered_far_more_or_less_than_it_can_take_is_warned_of(caplog):
+    """The load check looked at the whole fleet only: here the fleet as a whole is offered a
+    sensible load, yet one cluster takes every job and the other none."""
+    rng = np.random.default_rng(1)
+    n = 1200  # one-hour jobs over two days: 25 GPUs busy, 0.62x the fleet's 40
+    trace = validate_trace(
+        pd.DataFrame(
+            {
+                "job_id": [f"j{i}" for i in range(n)],
+                "submit_s": np.sort(rng.uniform(0, 2 * DAY_S, n)).round(),
+                "gpus": 1,
+                "duration_s": 3600.0,
+                "project": "p",
+                "cluster": "small",
+            }
+        )
+    )
+    fleet = SimConfig(days=2, warmup_days=0).with_params(clusters="small:8,big:32")
+    with caplog.at_level("WARNING", logger="impactlab"):
+        simulate(fleet, trace=trace)
+    text = caplog.text
+    assert "capacity of 40 GPUs" not in text and "cluster small" not in text  # (3.1x: fine)
+    assert "cluster big: the trace offers it 0.00x the capacity of its 32 GPUs" in text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="impactlab"):
+        simulate(SimConfig(gpus=40, days=2, warmup_days=0), trace=trace)
+    assert "the trace names clusters (small) in its cluster column; one cluster of 40 GPUs" in (
+        caplog.text
+    )

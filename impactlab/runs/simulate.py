@@ -29,7 +29,7 @@ from ..base.units import DAY_S
 from ..inputs.budget_io import check_projects
 from ..inputs.budgets import BudgetTree
 from ..inputs.fleet import CLUSTER, assign_clusters
-from ..inputs.overview import check_load
+from ..inputs.overview import SENSIBLE_LOAD, check_load, overview
 from ..inputs.trace import TraceError
 from ..inputs.workload import Inputs, fit, prepare
 from ..policies import Policy, make_policy
@@ -295,9 +295,41 @@ def _one_repair(config: SimConfig, changes: Mapping[str, Any]) -> dict[str, Any]
 
 
 def _check_load(config: SimConfig, inputs: Inputs) -> None:
-    """Warn when a replayed trace offers far more or less work than the cluster can take."""
-    if inputs.provenance.get("source") != "synthetic":
-        check_load(inputs.trace, config.gpus, config.gpus_per_node, config.horizon_s / DAY_S)
+    """Warn when a replayed trace offers far more or less work than the cluster can take (in a
+    fleet, also each cluster), or names clusters that a run of one cluster does not use."""
+    if inputs.provenance.get("source") == "synthetic":
+        return
+    trace, days = inputs.trace, config.horizon_s / DAY_S
+    check_load(trace, config.gpus, config.gpus_per_node, days)
+    named = trace[CLUSTER].fillna("").astype(str) if CLUSTER in trace else None
+    if not config.clusters:
+        if named is not None and (named != "").any():
+            found = sorted(set(named) - {""})
+            log.warning(
+                "the trace names clusters (%s%s) in its %s column; one cluster of %d GPUs runs "
+                "all its jobs: give clusters (--clusters NAME:GPUS,...) to replay it as a fleet",
+                ", ".join(found[:5]),
+                f" and {len(found) - 5} more" if len(found) > 5 else "",
+                CLUSTER,
+                config.gpus,
+            )
+        return
+    from_file = inputs.provenance.get("source") == "file"
+    placed = assign_clusters(trace, config.clusters, _source(inputs), rows=not from_file)
+    for c in config.clusters:
+        mine = placed[placed[CLUSTER] == c.name]
+        load = overview(mine, config.gpus_per_node, days).offered_load(c.gpus) if len(mine) else 0
+        lo, hi = SENSIBLE_LOAD
+        if not lo <= load <= hi:
+            log.warning(
+                "cluster %s: the trace offers it %.2fx the capacity of its %d GPUs (the model is "
+                "meant for %g-%gx); its jobs are those that name it, and its share of the rest",
+                c.name,
+                load,
+                c.gpus,
+                lo,
+                hi,
+            )
 
 
 def _days(config: SimConfig) -> float:
