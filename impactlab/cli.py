@@ -185,7 +185,7 @@ def _inspect_options(command: argparse.ArgumentParser) -> None:
 
 def inspect(args: argparse.Namespace) -> str:
     """The text (or JSON) ``impactlab inspect`` prints."""
-    from .inputs.overview import overview
+    from .inputs.overview import fleet_advice, overview
     from .inputs.traces import load
 
     demand, per_node = getattr(args, "demand", 2.5), getattr(args, "gpus_per_node", 8)
@@ -193,9 +193,12 @@ def inspect(args: argparse.Namespace) -> str:
     trace = loaded.trace
     trace.attrs["load_report"] = loaded.report.to_dict()
     info = overview(trace, per_node)
+    fleet = fleet_advice(trace, per_node, demand)
     if args.json:
-        return json.dumps({**info.to_dict(demand), "format": loaded.report.format})
-    return "\n".join([f"{args.trace} ({loaded.report.format})", *info.lines(demand)])
+        fleet_json = {"fleet": fleet.to_dict()} if fleet else {}
+        return json.dumps({**info.to_dict(demand), **fleet_json, "format": loaded.report.format})
+    lines = [f"{args.trace} ({loaded.report.format})", *info.lines(demand)]
+    return "\n".join(lines + (fleet.lines() if fleet else []))
 
 
 def _run_options(command: argparse.ArgumentParser) -> None:

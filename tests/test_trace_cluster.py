@@ -181,3 +181,24 @@ def test_helios_in_a_folder_named_by_its_cluster_gets_no_cluster(tmp_path):
 )
 def test_other_public_formats_get_no_cluster(name):
     assert "cluster" not in load_trace(FIXTURES / name).columns
+
+
+def test_inspect_sizes_each_cluster_a_trace_names(tmp_path, capsys):
+    """By hand, over the trace's 2-day span: cluster a's jobs hold 192 GPU-hours (4 GPUs busy:
+    one node, 0.50x); b's hold 616 (12.8 GPUs busy): one node at 2.5x would leave its 16-GPU
+    job out, so b gets the 2 nodes that hold it (0.80x)."""
+    from impactlab.cli import main
+
+    rows = ["job_id,submit_s,gpus,duration_s,project,cluster"]
+    rows += [f"a{i},{i * 3600},8,10800,p,a" for i in range(8)]  # 8 x 8 GPUs x 3 h = 192 h
+    rows += [f"b{i},{i * 600},1,36000,p,b" for i in range(60)]  # 60 x 10 h = 600 h
+    rows += ["big,100,16,3600,p,b", "free,172799,1,60,p,"]  # (the last sets a 2-day span)
+    path = write(tmp_path, "\n".join(rows) + "\n")
+    assert main(["inspect", str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2] == "clusters named in the trace: a (8 jobs), b (61 jobs)"
+    # a: 192 GPU-h / 48 h = 4 GPUs busy -> 1 node, 0.50x; b: 616 GPU-h / 48 h on 16 GPUs
+    assert out[-1] == (
+        "as a fleet near 2.5x each: --clusters a:8,b:16 offers a 0.50x, b 0.80x of their own "
+        "jobs; the 1 job naming none adds to the load where the fleet places it"
+    )

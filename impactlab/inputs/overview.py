@@ -176,6 +176,64 @@ class Overview:
         }
 
 
+@dataclass(frozen=True)
+class FleetAdvice:
+    """For a trace whose ``cluster`` column names clusters: the size of each that holds all its
+    named jobs and gives the offered load nearest ``demand`` (``fleet_advice``)."""
+
+    demand: float
+    clusters: dict[str, tuple[int, int, float]]  # name -> (jobs naming it, GPUs, offered load)
+    unnamed_jobs: int  # jobs that name no cluster: the fleet places them by its balance
+
+    @property
+    def flags(self) -> str:
+        """The command-line flag of the suggestion."""
+        return "--clusters " + ",".join(f"{n}:{g}" for n, (_, g, _) in self.clusters.items())
+
+    def lines(self) -> list[str]:
+        named = ", ".join(f"{n} ({_jobs(j)})" for n, (j, _, _) in self.clusters.items())
+        loads = ", ".join(f"{n} {x:.2f}x" for n, (_, _, x) in self.clusters.items())
+        rest = (
+            f"; the {_jobs(self.unnamed_jobs)} naming none "
+            f"{'adds' if self.unnamed_jobs == 1 else 'add'} to the load where the fleet places "
+            f"{'it' if self.unnamed_jobs == 1 else 'them'}"
+            if self.unnamed_jobs
+            else ""
+        )
+        offers = f"{self.flags} offers {loads} of their own jobs{rest}"
+        return [
+            f"clusters named in the trace: {named}",
+            f"as a fleet near {self.demand:g}x each: {offers}",
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, with the flag."""
+        clusters = {n: {"jobs": j, "gpus": g, "load": x} for n, (j, g, x) in self.clusters.items()}
+        return {"demand": self.demand, "clusters": clusters, "unnamed_jobs": self.unnamed_jobs,
+                "flags": self.flags}  # fmt: skip
+
+
+def fleet_advice(
+    trace: pd.DataFrame, gpus_per_node: int = 8, demand: float = SUGGESTED_LOAD
+) -> FleetAdvice | None:
+    """A fleet's layout for a trace whose ``cluster`` column names clusters (None: it names
+    none): each named cluster sized by ``Overview.advise`` on its own jobs over the whole
+    trace's span, or, if that would leave its largest job out, to hold that job."""
+    if "cluster" not in trace:
+        return None
+    named = trace["cluster"].fillna("").astype(str)
+    names = sorted(set(named) - {""})
+    if not names:
+        return None
+    days, clusters = span_days(trace), {}
+    for name in names:
+        info = overview(trace[named == name], gpus_per_node, days)
+        advice = info.advise(demand)
+        gpus = advice.largest_cluster if advice.skipped_jobs else advice.gpus
+        clusters[name] = (info.jobs, gpus, info.offered_load(gpus))
+    return FleetAdvice(demand, clusters, int((named == "").sum()))
+
+
 def span_days(trace: pd.DataFrame) -> float:
     """What a replay of ``trace`` covers by default: from time 0 to its last submission, rounded
     up to the hour (at least an hour)."""
