@@ -878,6 +878,23 @@ def test_merging_joins_sizes_and_names_in_the_first_ones_place():
     assert again.clusters == (ClusterSpec("ac", 96, ("ac", "a", "c", "b")),)
 
 
+def test_merging_says_which_maintenance_windows_it_drops(caplog):
+    """Windows naming a merged cluster are dropped (their node numbers would mean other nodes
+    of the merged one); that was silent."""
+    planned = BASE.with_maintenance(
+        {"announce_h": 1, "down_h": 2, "nodes": [0], "cluster": "c"},
+        {"announce_h": 9, "down_h": 10, "share": 0.25, "name": "all"},
+        {"announce_h": 1, "down_h": 2, "nodes": [1], "cluster": "a"},
+    )
+    with caplog.at_level("WARNING", logger="impactlab"):
+        merged = planned.merge_clusters("b", "c")
+    # (the unnamed window kept keeps its name: its place in the plan it came from)
+    assert [w.label(i) for i, w in enumerate(merged.maintenance)] == ["all", "window 3"]
+    assert caplog.messages == [
+        "merging b+c drops maintenance window 1, which named a merged cluster"
+    ]
+
+
 def test_splitting_makes_equal_parts_or_the_given_ones_that_take_the_old_name():
     assert BASE.split_cluster("b").clusters[1:3] == (
         ClusterSpec("b-1", 24, ("b",)),

@@ -900,8 +900,19 @@ class SimConfig:
 
     def _with_fleet(self, clusters: list[ClusterSpec]) -> SimConfig:
         kept = {c.name for c in clusters}
-        plan = tuple(w for w in self.maintenance if not w.cluster or w.cluster in kept)
+        plan = self._windows_kept(lambda w: not w.cluster or w.cluster in kept)
         return replace(self, clusters=tuple(clusters), maintenance=plan)
+
+    def _windows_kept(self, keep: Callable[[Maintenance], bool]) -> tuple[Maintenance, ...]:
+        """The maintenance windows ``keep`` keeps; if it drops any, an unnamed one kept is named
+        after its place in the whole plan, so that it keeps its name in the new layout."""
+        if all(keep(w) for w in self.maintenance):
+            return self.maintenance
+        return tuple(
+            w if w.name else replace(w, name=w.label(i))
+            for i, w in enumerate(self.maintenance)
+            if keep(w)
+        )
 
     def merge_clusters(self, *names: str, into: str | None = None) -> SimConfig:
         """A copy whose clusters ``names`` are one cluster (named ``into``, default the first
@@ -917,7 +928,14 @@ class SimConfig:
         )
         rest = [c for k, c in enumerate(self.clusters) if k not in ks[1:]]
         gone = {self.clusters[k].name for k in ks}
-        plan = tuple(w for w in self.maintenance if w.cluster not in gone)
+        plan = self._windows_kept(lambda w: w.cluster not in gone)
+        dropped = [w.label(i) for i, w in enumerate(self.maintenance) if w.cluster in gone]
+        if dropped:  # (the node numbers of one cluster mean other nodes in the merged one)
+            log.warning(
+                "merging %s drops maintenance %s, which named a merged cluster",
+                "+".join(names),
+                ", ".join(dropped),
+            )
         merged_fleet = [merged if c is self.clusters[ks[0]] else c for c in rest]
         return replace(self._with_fleet(merged_fleet), maintenance=plan)
 
