@@ -1227,3 +1227,24 @@ def test_an_unnamed_window_has_one_name_in_errors_warnings_and_the_log(tmp_path,
         load_maintenance(path)
     with pytest.raises(ParamError, match="maintenance window 2: give its"):
         SimConfig(maintenance=[{"announce_h": 1, "down_h": 2, "nodes": [0]}, {"down_h": 3}])
+
+
+def test_a_share_rounded_up_to_much_more_of_a_cluster_is_warned_of(caplog):
+    """A share is rounded up to whole nodes: 0.1 of a one-node cluster takes all of it; that
+    was silent (documented, but a surprise)."""
+    window = {"announce_h": 1, "down_h": 2, "hours": 1, "share": 0.1}
+    with caplog.at_level("WARNING", logger="impactlab"):
+        simulate(SimConfig(gpus=8, days=0.5, warmup_days=0, maintenance=[window]))
+    assert (
+        "maintenance window 1: a share of 0.1 takes 1 of the cluster's 1 node (100%): a share is "
+        "rounded up to whole nodes" in caplog.messages
+    )
+    caplog.clear()
+    fleet = SimConfig(days=0.5, warmup_days=0).with_params(clusters="big:80,small:16")
+    with caplog.at_level("WARNING", logger="impactlab"):
+        simulate(fleet.with_maintenance(window))
+    shares = [m for m in caplog.messages if "rounded up to whole nodes" in m]
+    assert shares == [
+        "maintenance window 1: a share of 0.1 takes 1 of cluster small's 2 nodes (50%): a share "
+        "is rounded up to whole nodes"
+    ]  # (1 of big's 10 nodes is the share itself)

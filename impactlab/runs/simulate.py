@@ -25,7 +25,7 @@ from ..base.config import (
     fleet_from,
 )
 from ..base.params import ParamError
-from ..base.units import DAY_S
+from ..base.units import DAY_S, plural
 from ..inputs.budget_io import check_projects
 from ..inputs.budgets import BudgetTree
 from ..inputs.fleet import CLUSTER, assign_clusters
@@ -103,6 +103,7 @@ def simulate(
             ", ".join(late),
             config.horizon_s / 3600.0,
         )
+    _check_shares(config)
     with _progress_of(progress, config, label or config.policy) as report:
         if config.clusters:
             from_file = inputs.provenance.get("source") == "file"
@@ -292,6 +293,34 @@ def _one_repair(config: SimConfig, changes: Mapping[str, Any]) -> dict[str, Any]
     if config.health.mtbf_hours is None or config.health.repair is not None or "repair" in changes:
         return dict(changes)
     return {**changes, "repair": COMPARE_REPAIR}
+
+
+def _check_shares(config: SimConfig) -> None:
+    """Warn when a maintenance window's share, rounded up to whole nodes, takes far more of a
+    cluster than it says (a share of 0.1 takes the whole of a one-node cluster)."""
+    per = config.gpus_per_node
+    clusters = (
+        [(c.name, c.gpus // per, config.cluster_maintenance(k)) for k, c in enumerate(config.clusters)]
+        if config.clusters
+        else [("", config.nodes, config.maintenance)]
+    )
+    for name, nodes, plan in clusters:
+        for i, w in enumerate(plan):
+            if not w.share:
+                continue
+            taken = len(w.node_list(nodes))
+            if taken / nodes > 1.5 * w.share:
+                log.warning(
+                    "maintenance %s: a share of %g takes %d of %s%d node%s (%.0f%%): a share is "
+                    "rounded up to whole nodes",
+                    w.label(i),
+                    w.share,
+                    taken,
+                    f"cluster {name}'s " if name else "the cluster's ",
+                    nodes,
+                    plural(nodes),
+                    100 * taken / nodes,
+                )
 
 
 def _check_load(config: SimConfig, inputs: Inputs) -> None:
