@@ -1244,7 +1244,5 @@ def test_a_share_rounded_up_to_much_more_of_a_cluster_is_warned_of(caplog):
     with caplog.at_level("WARNING", logger="impactlab"):
         simulate(fleet.with_maintenance(window))
     shares = [m for m in caplog.messages if "rounded up to whole nodes" in m]
-    assert shares == [
-        "maintenance window 1: a share of 0.1 takes 1 of cluster small's 2 nodes (50%): a share "
-        "is rounded up to whole nodes"
-    ]  # (1 of big's 10 nodes is the share itself)
+    small = "maintenance window 1: a share of 0.1 takes 1 of cluster small's 2 nodes (50%)"
+    assert shares == [f"{small}: a share is rounded up to whole nodes"]  # (big's 1 of 10: 0.1)

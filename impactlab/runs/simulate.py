@@ -300,7 +300,10 @@ def _check_shares(config: SimConfig) -> None:
     cluster than it says (a share of 0.1 takes the whole of a one-node cluster)."""
     per = config.gpus_per_node
     clusters = (
-        [(c.name, c.gpus // per, config.cluster_maintenance(k)) for k, c in enumerate(config.clusters)]
+        [
+            (c.name, c.gpus // per, config.cluster_maintenance(k))
+            for k, c in enumerate(config.clusters)
+        ]
         if config.clusters
         else [("", config.nodes, config.maintenance)]
     )
