@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import impactlab as il
@@ -211,3 +212,10 @@ def test_the_saved_summary_is_strict_json_with_null_for_undefined(tmp_path):
     saved = json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in summary.json"))
     undefined = [k for k, v in result.summary().items() if isinstance(v, float) and v != v]
     assert undefined and all(saved[k] is None for k in undefined)
+
+
+def test_finite_replaces_every_undefined_number_by_null():
+    from impactlab.analysis.results import finite
+
+    nested = {"a": np.float32("nan"), "b": [1.0, float("inf"), np.float32(2)], "c": (np.nan,)}
+    assert finite(nested) == {"a": None, "b": [1.0, None, 2.0], "c": [None]}

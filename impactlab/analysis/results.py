@@ -525,8 +525,8 @@ def metrics_frame(results: Iterable[SimResult]) -> pd.DataFrame:
 def finite(value: Any) -> Any:
     """``value`` with every NaN or infinite float (not valid JSON) replaced by None, through
     dicts, lists and tuples."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
     if isinstance(value, dict):
         return {k: finite(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
