@@ -219,3 +219,15 @@ def test_finite_replaces_every_undefined_number_by_null():
 
     nested = {"a": np.float32("nan"), "b": [1.0, float("inf"), np.float32(2)], "c": (np.nan,)}
     assert finite(nested) == {"a": None, "b": [1.0, None, 2.0], "c": [None]}
+
+
+def test_a_link_to_a_run_kept_elsewhere_is_unlinked_not_emptied(tmp_path):
+    from impactlab.analysis.results import clear_saved_runs, saved_runs_in
+
+    kept = il.simulate(il.SimConfig(policy="fifo", gpus=8, days=0.5)).save(tmp_path / "kept")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "linked").symlink_to(kept, target_is_directory=True)
+    assert saved_runs_in(out) == [out / "linked"]
+    assert clear_saved_runs(out) == 1
+    assert not (out / "linked").exists() and saved_runs_in(kept) == [kept]

@@ -571,6 +571,9 @@ def clear_saved_runs(folder: str | Path) -> int:
     report would read with them; the number of runs removed."""
     runs = saved_runs_in(folder)
     for run in runs:
+        if run != Path(folder) and run.is_symlink():  # a link to a run kept elsewhere: the link
+            run.unlink()  # goes, the run it points to stays
+            continue
         for name in SAVED_FILES:
             (run / name).unlink(missing_ok=True)
         if run != Path(folder) and not any(run.iterdir()):
