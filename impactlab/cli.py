@@ -27,7 +27,6 @@ from .base.files import (
 )
 from .base.params import Param, ParamError, iter_groups
 from .base.registry import policy_class, policy_names, policy_params
-from .base.units import plural
 from .base.version import VERSION
 from .inputs.budgets import BudgetError
 from .inputs.maintenance import MaintenanceError
@@ -465,20 +464,14 @@ def check_not_a_sweep(out: Path) -> None:
         raise UsageError(f"--out {out}: holds a sweep; give the runs a folder of their own")
 
 
-def replace_saved_runs(out: Path, compare: bool) -> None:
-    """Make room in ``out`` for the new runs: the runs saved there before are removed (only the
-    files a run writes), so that a report never shows them beside the new ones; one line on
-    stderr says so."""
-    from .analysis.results import clear_saved_runs
+def replace_saved_runs(out: Path, runs: list[str]) -> None:
+    """Make room in ``out`` for new runs (``runs``: a compare's sub-folders, none for a single
+    run): the run saved in it before is replaced (one stderr line says so) and a compare lists
+    its runs, so that a report never shows old runs beside the new ones."""
+    from .analysis.results import replace_runs
 
-    removed = clear_saved_runs(out)
-    if removed:
-        print(
-            f"impactlab: replaced the {removed} run{plural(removed)} saved in {out} before",
-            file=sys.stderr,
-        )
-    if compare:
-        out.mkdir(exist_ok=True)
+    if replace_runs(out, runs):
+        print(f"impactlab: replaced the run saved in {out} before", file=sys.stderr)
 
 
 def _out_refused(out: Path | None) -> bool:
@@ -645,7 +638,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
             check_not_a_sweep(args.out)
         results = run(args)
         if args.out:
-            replace_saved_runs(args.out, args.command == "compare")
+            replace_saved_runs(args.out, [r.run for r in results if args.command == "compare"])
         for result in results:
             if args.out:
                 result.save(args.out / result.run if args.command == "compare" else args.out)

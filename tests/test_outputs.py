@@ -165,42 +165,37 @@ TINY = ["--gpus", "8", "--days", "0.5"]
 
 def test_new_runs_replace_the_runs_saved_in_their_out_folder(tmp_path, capsys):
     """A compare into a folder that holds a simulate run (or another compare) replaces those
-    runs: the report read the old run alone, or mixed both compares as one comparison."""
-    from impactlab.analysis.results import saved_runs_in
+    runs in its report: the report read the old run alone, or mixed both compares as one
+    comparison. Runs saved in other sub-folders are not deleted (they may be kept on purpose)."""
     from impactlab.notebook.report import load_results
 
     out = tmp_path / "out"
-    (tmp_path / "out").mkdir()
-    mine = out / "notes"  # a folder of the user's that holds no run is kept
-    mine.mkdir()
-    (mine / "config.json").write_text("{}")
+    out.mkdir()
+    assert main(["simulate", "--policy", "fifo", *TINY, "--out", str(out / "mine")]) == 0
     assert main(["simulate", "--policy", "impactful", *TINY, "--out", str(out)]) == 0
-    assert saved_runs_in(out) == [out]
+    assert [r.run for r in load_results(out)] == ["impactful"]
     capsys.readouterr()
     assert main(["compare", "--policies", "fifo", "legacy", *TINY, "--out", str(out)]) == 0
-    assert f"replaced the 1 run saved in {out}" in capsys.readouterr().err
+    assert f"replaced the run saved in {out} before" in capsys.readouterr().err
     assert [r.run for r in load_results(out)] == ["fifo", "legacy"]
     assert main(["compare", "--policies", "fairshare", "--gpus", "16", "--days", "0.5",
                  "--out", str(out)]) == 0  # fmt: skip
-    assert "replaced the 2 runs" in capsys.readouterr().err
+    assert "replaced" not in capsys.readouterr().err  # (no run in the folder itself)
     assert [(r.run, r.config.gpus) for r in load_results(out)] == [("fairshare", 16)]
-    assert (mine / "config.json").read_text() == "{}"
-    assert sorted(p.name for p in out.iterdir()) == ["fairshare", "notes"]
+    assert (out / "mine" / "config.json").exists()  # (a run kept beside them, not deleted)
+    assert main(["simulate", "--policy", "legacy", *TINY, "--out", str(out)]) == 0
+    assert [r.run for r in load_results(out)] == ["legacy"]
+    assert not (out / "compare.json").exists()
 
 
-def test_single_runs_and_sweeps_keep_to_folders_of_their_own(tmp_path, capsys):
+def test_single_runs_are_not_saved_into_a_sweeps_folder(tmp_path, capsys):
+    """Its report would read only the sweep."""
     sweep = tmp_path / "sweep"
     grid = ["--grid", "policy=fifo", "--backend", "serial", *TINY]
     assert main(["sweep", *grid, "--out", str(sweep)]) == 0
     capsys.readouterr()
     assert main(["simulate", "--policy", "fifo", *TINY, "--out", str(sweep)]) == 2
     assert f"--out {sweep}: holds a sweep" in capsys.readouterr().err
-    runs = tmp_path / "runs"
-    assert main(["simulate", "--policy", "fifo", *TINY, "--out", str(runs)]) == 0
-    capsys.readouterr()
-    assert main(["sweep", *grid, "--out", str(runs)]) == 2
-    err = capsys.readouterr().err
-    assert f"out={runs}: holds 1 run saved by simulate or compare" in err, err
     assert main(["sweep", *grid, "--out", str(sweep)]) == 0  # (a sweep resumes in its own)
 
 
@@ -219,15 +214,3 @@ def test_finite_replaces_every_undefined_number_by_null():
 
     nested = {"a": np.float32("nan"), "b": [1.0, float("inf"), np.float32(2)], "c": (np.nan,)}
     assert finite(nested) == {"a": None, "b": [1.0, None, 2.0], "c": [None]}
-
-
-def test_a_link_to_a_run_kept_elsewhere_is_unlinked_not_emptied(tmp_path):
-    from impactlab.analysis.results import clear_saved_runs, saved_runs_in
-
-    kept = il.simulate(il.SimConfig(policy="fifo", gpus=8, days=0.5)).save(tmp_path / "kept")
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / "linked").symlink_to(kept, target_is_directory=True)
-    assert saved_runs_in(out) == [out / "linked"]
-    assert clear_saved_runs(out) == 1
-    assert not (out / "linked").exists() and saved_runs_in(kept) == [kept]

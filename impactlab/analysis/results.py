@@ -565,20 +565,43 @@ def _is_saved_run(path: Path) -> bool:
     return isinstance(saved, dict) and "config" in saved
 
 
-def clear_saved_runs(folder: str | Path) -> int:
-    """Remove the runs saved in ``folder`` (only the files ``save`` writes, and a run's
-    sub-folder once it is empty), so that new results do not stand beside old ones that a
-    report would read with them; the number of runs removed."""
-    runs = saved_runs_in(folder)
-    for run in runs:
-        if run != Path(folder) and run.is_symlink():  # a link to a run kept elsewhere: the link
-            run.unlink()  # goes, the run it points to stays
-            continue
+#: A compare's list of its runs in its folder (``replace_runs``): a report reads those.
+COMPARE_LIST = "compare.json"
+
+
+def runs_to_report(folder: str | Path) -> list[Path]:
+    """The runs a report of ``folder`` shows: the run saved in it, else those its compare
+    listed (``COMPARE_LIST``), else every run in its sub-folders."""
+    folder = Path(folder)
+    if _is_saved_run(folder):
+        return [folder]
+    listed = folder / COMPARE_LIST
+    if listed.is_file():
+        try:
+            names = json.loads(listed.read_text())["runs"]
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise SavedFileError(f"{listed}: cannot be read as a list of runs ({err})") from None
+        return [folder / name for name in names if _is_saved_run(folder / name)]
+    return saved_runs_in(folder)
+
+
+def replace_runs(folder: str | Path, runs: Iterable[str] = ()) -> bool:
+    """Make ``folder`` hold new runs: the run saved in it before is removed (only the files
+    ``save`` writes), and so is a compare's list; with ``runs`` (the sub-folder names of a
+    compare), a new list names them, so that a report reads those only. Runs in other
+    sub-folders are left alone (they may be runs saved there on purpose). True if a run saved
+    in the folder itself was removed."""
+    folder = Path(folder)
+    removed = _is_saved_run(folder)
+    if removed:
         for name in SAVED_FILES:
-            (run / name).unlink(missing_ok=True)
-        if run != Path(folder) and not any(run.iterdir()):
-            run.rmdir()
-    return len(runs)
+            (folder / name).unlink(missing_ok=True)
+    (folder / COMPARE_LIST).unlink(missing_ok=True)
+    runs = list(runs)
+    if runs:
+        folder.mkdir(exist_ok=True)
+        (folder / COMPARE_LIST).write_text(json.dumps({"runs": runs}, indent=2))
+    return removed
 
 
 def _plain(value: Any) -> Any:

@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from ..analysis.catalog import CLUSTER_TABLE, MAINTENANCE, SWEEP_HEADLINE
-from ..analysis.results import SimResult, saved_runs_in
+from ..analysis.results import SimResult, runs_to_report
 from ..base.config import SimConfig
 from ..base.params import ParamError
 from ..base.registry import policy_class
@@ -80,9 +80,7 @@ def build_report(source: str | Path) -> str:
 
 def load_results(source: Path) -> list[SimResult]:
     """One saved run (``simulate --out``) or one per sub-folder (``compare --out``)."""
-    folders = saved_runs_in(source)
-    if source in folders:
-        return [SimResult.load(source)]
+    folders = runs_to_report(source)
     if not folders:
         raise ReportError(
             f"{source}: not a sweep directory (runs/*.parquet) nor saved runs (config.json)"

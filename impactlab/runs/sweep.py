@@ -47,12 +47,11 @@ from typing import Any, Self
 import pandas as pd
 
 from ..analysis.catalog import SCALAR, SWEEP_HEADLINE
-from ..analysis.results import SavedFileError, read_parquet_file, saved_runs_in
+from ..analysis.results import SavedFileError, read_parquet_file
 from ..base.config import SHARE_PREFIX, HealthConfig, SimConfig, parameters
 from ..base.files import OutputPathError, check_output_dir, find_input
 from ..base.params import ParamError, declared
 from ..base.registry import BUILTIN, policy_class, policy_params, register_policy
-from ..base.units import plural
 from ..base.version import VERSION
 from ..inputs.workload import file_hash
 from .machine import BACKENDS, Backend, resources
@@ -575,19 +574,10 @@ def _say_warnings(frame: pd.DataFrame) -> None:
 
 
 def _check_out(out: str | Path) -> Path:
-    """``out`` if a sweep may file its runs there: a folder that can be written and holds no
-    runs saved by ``SimResult.save`` (a report of it would read only the sweep)."""
     try:
-        path = check_output_dir(out)
+        return check_output_dir(out)
     except OutputPathError as err:
         raise SweepError(f"out={err}") from None
-    saved = saved_runs_in(path)
-    if saved and not is_sweep_folder(path):
-        raise SweepError(
-            f"out={path}: holds {len(saved)} run{plural(len(saved))} saved by simulate or compare "
-            f"({saved[0] / 'config.json'}); give the sweep a folder of its own"
-        )
-    return path
 
 
 def is_sweep_folder(path: str | Path) -> bool:
