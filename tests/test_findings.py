@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import INSTANT
+from helpers import INSTANT, run_tiny
 
 import impactlab as il
 from impactlab.analysis import findings as f
@@ -36,6 +36,8 @@ def summary(**values) -> dict:
         "queue_quarters": [1, 2, 3, 2, 2],
         "backlog_growing": False,
         "wait_s": {"all": {"p50": 600.0}},
+        "withdrawn_funded_share": 0.01,
+        "withdrawn_funded_work_share": 0.01,
     }
     return {**quiet, **values}
 
@@ -77,6 +79,61 @@ def test_thrashing_fires_past_either_threshold(values, fires):
 )
 def test_a_backlog_fires_past_either_threshold_whatever_the_trend(values, fires):
     assert ("backlog" in codes(summary(**values))) == fires
+
+
+@pytest.mark.parametrize(
+    ("values", "fires"),
+    [
+        ({"withdrawn_funded_share": f.WITHDRAWN_SHARE}, False),
+        ({"withdrawn_funded_share": f.WITHDRAWN_SHARE + 0.001}, True),
+        ({"withdrawn_funded_work_share": f.WITHDRAWN_SHARE}, False),
+        ({"withdrawn_funded_work_share": f.WITHDRAWN_SHARE + 0.001}, True),
+        ({"withdrawn_funded_share": math.nan, "withdrawn_funded_work_share": None}, False),
+    ],
+)
+def test_funded_jobs_giving_up_fire_past_either_threshold(values, fires):
+    assert ("gave_up" in codes(summary(**values))) == fires
+
+
+def test_jobs_that_gave_up_are_counted_and_said_by_hand():
+    """One 8-GPU cluster: a holds it for 2 h; b (4 GPUs, 1 h), c (8 GPUs, 3 h) and the
+    unallocated d wait 30 min and give up. Funded: 2 of 3 jobs, (4 + 24) of 44 GPU-hours."""
+    rows = [
+        {"job_id": "a", "submit_s": 0.0, "gpus": 8, "duration_s": 2 * HOUR_S, "project": "p"},
+        {"job_id": "b", "submit_s": 0.0, "gpus": 4, "duration_s": HOUR_S, "project": "p"},
+        {"job_id": "c", "submit_s": 0.0, "gpus": 8, "duration_s": 3 * HOUR_S, "project": "q"},
+        {"job_id": "d", "submit_s": 0.0, "gpus": 1, "duration_s": HOUR_S, "project": ""},
+    ]
+    for row in rows:
+        row["patience_s"] = math.inf if row["job_id"] == "a" else 1800.0
+    result = run_tiny(rows, horizon_s=5 * HOUR_S)
+    s = result.summary()
+    assert (s["withdrawn"], s["withdrawn_funded"]) == (3, 2)
+    assert s["withdrawn_funded_share"] == pytest.approx(2 / 3)
+    assert s["withdrawn_funded_work_share"] == pytest.approx(28 / 44)
+    assert result.jobs.set_index("job_id").loc[["b", "c", "d"], "wait_s"].tolist() == [1800.0] * 3
+    (said,) = [w for w in s["warnings"] if "gave up waiting" in w]
+    assert said.startswith("fifo: 2 funded jobs (67% of the funded jobs, 64% of the funded work")
+
+
+def test_unallocated_backfill_giving_up_is_no_warning():
+    rows = [
+        {"job_id": "a", "submit_s": 0.0, "gpus": 8, "duration_s": 2 * HOUR_S, "project": "p"},
+        *(
+            {
+                "job_id": f"u{i}",
+                "submit_s": 60.0 * i,
+                "gpus": 1,
+                "duration_s": 600.0,
+                "project": "",
+                "patience_s": 900.0,
+            }
+            for i in range(5)
+        ),
+    ]
+    s = run_tiny(rows, horizon_s=5 * HOUR_S).summary()
+    assert s["withdrawn"] == 5 and s["withdrawn_funded"] == 0
+    assert not any("gave up" in w for w in s["warnings"])
 
 
 def test_a_shrinking_but_large_queue_is_a_backlog():

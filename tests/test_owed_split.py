@@ -161,6 +161,7 @@ def test_gpus_on_a_failed_node_are_nobodys():
             "project": ["a", "b"],
             "kind": ["training"] * 2,
             "gpus": [2, 2],
+            "duration_s": [300.0, 300.0],
             "util": [1.0, 1.0],
         }
     )

@@ -3,6 +3,7 @@ sweep charts, the offline report and the CLI end to end. Small runs (16 GPUs, 1 
 
 from __future__ import annotations
 
+import html
 import importlib
 import json
 import math
@@ -24,6 +25,7 @@ from impactlab import charts, cli
 from impactlab.notebook.report import build_report
 from impactlab.runs.sweep import (
     SweepError,
+    headline_table,
     load_sweep,
     plan,
     summarise_sweep,
@@ -219,6 +221,37 @@ def test_mean_and_t_interval_across_seeds_by_hand():
     assert stats.loc["p", "ci_high"] - 2.0 == pytest.approx(4.3027 / math.sqrt(3), abs=1e-9)
     assert math.isnan(stats.loc["q", "ci_low"])  # one seed: no interval
     assert list(stats["label"]) == ["policy=a", "policy=b"]
+
+
+def test_the_headline_counts_the_runs_that_warned_per_config():
+    frame = pd.DataFrame(
+        {
+            "policy": ["a"] * 3 + ["b"] * 2,
+            "seed": [0, 1, 2, 0, 1],
+            "point_key": ["p"] * 3 + ["q"] * 2,
+            "status": ["ok", "ok", "ok", "ok", "error"],
+            "warnings": ["a: a backlog", "", None, "", "b: a backlog"],  # q's warned run failed
+            "impact": [1.0, 2.0, 3.0, 5.0, math.nan],
+        }
+    )
+    stats = summarise_sweep(frame)
+    assert stats.set_index("point_key")["warned"].to_dict() == {"p": 1, "q": 0}
+    table = headline_table(stats, ["impact"])
+    assert table[["config", "seeds", "warned"]].values.tolist() == [
+        ["policy=a", 3, "1 of 3"],
+        ["policy=b", 1, "0 of 1"],
+    ]
+
+
+def test_the_sweep_report_says_each_warned_runs_sentences(serial):
+    frame, out = serial
+    warned = frame[frame["warnings"].fillna("") != ""]
+    assert not warned.empty  # 16 GPUs for a day of the default workload: a backlog
+    page = build_report(out)
+    assert "<h2>Warnings</h2>" in page
+    assert f"{len(warned)} of {len(frame)} runs warned" in page
+    first = warned.iloc[0]
+    assert f"seed {first['seed']}: " + html.escape(first["warnings"].split(" | ")[0]) in page
 
 
 def test_t_quantiles_match_scipy():

@@ -55,6 +55,11 @@ METRICS: tuple[Metric, ...] = (
     _fraction("preempted_repeatedly_share", "share of jobs preempted more than once", "down"),
     _count("funded_preemptions_per_job_max", "most preemptions of one funded job", "down"),
     _count("withdrawn", "jobs withdrawn (out of patience)", "down", "jobs"),
+    _count("withdrawn_funded", "funded jobs withdrawn (out of patience)", "down", "jobs"),
+    _fraction("withdrawn_funded_share", "share of funded jobs withdrawn", "down"),
+    _fraction(
+        "withdrawn_funded_work_share", "share of funded work withdrawn (GPUs x run time)", "down"
+    ),
     _count("queued_at_start", "jobs queued at the window's start", "", "jobs"),
     _count("queued_at_end", "jobs still queued at the end", "down", "jobs"),
     _fraction("queued_at_end_share", "share of jobs still queued at the end", "down"),

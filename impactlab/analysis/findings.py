@@ -1,6 +1,6 @@
-"""What a run's headline numbers may hide, said in one line each: thrashing, a backlog, impact
-that counts work thrown away. Every policy's run is checked the same way, against the
-thresholds below (documented in docs/model.md, "Warnings").
+"""What a run's headline numbers may hide, said in one line each: thrashing, a backlog, jobs
+that gave up waiting, impact that counts work thrown away. Every policy's run is checked the
+same way, against the thresholds below (documented in docs/model.md, "Warnings").
 
 A finding is computed from the summary, never from inside the simulator, so that it is the same
 wherever the run is shown (the CLI's stderr, ``--json``, the Explorer, the report).
@@ -25,6 +25,9 @@ PREEMPTIONS_PER_JOB = 20
 QUEUED_SHARE = 0.05
 #: ... or the median job waited longer than this for its first start.
 MEDIAN_WAIT_S = 24 * HOUR_S
+#: Funded jobs that gave up: more than this share of the funded jobs, or of the funded work
+#: asked for, was withdrawn out of patience (unallocated backfill that gives up is by design).
+WITHDRAWN_SHARE = 0.05
 #: Impact counts GPU time handed out; when impact on useful work is lower by more than this,
 #: much of what was handed out was thrown away.
 IMPACT_GAP = 0.10
@@ -34,7 +37,7 @@ IMPACT_GAP = 0.10
 class Finding:
     """One thing a reader of the run's numbers must know: a code and a sentence."""
 
-    code: str  # "thrashing", "backlog", "impact_gap"
+    code: str  # "thrashing", "backlog", "gave_up", "impact_gap"
     message: str
 
 
@@ -47,6 +50,7 @@ def findings(
     found = [
         _thrashing(summary, run, knobs),
         _backlog(summary, run, fleet),
+        _gave_up(summary, run, fleet),
         _impact_gap(summary, run),
     ]
     return [f for f in found if f is not None]
@@ -100,13 +104,37 @@ def _backlog(s: Mapping[str, Any], run: str, fleet: bool = False) -> Finding | N
         f"are still queued at the end (queue over the window: {quarters}) and the median job "
         f"waited {waited} to start (warned above {QUEUED_SHARE:.0%} queued, a "
         f"{MEDIAN_WAIT_S / HOUR_S:g} h median or a queue growing through the window); the "
-        "results leave that work out: if it should have run, give "
-        + (
-            "its clusters more GPUs (clusters; resize_cluster, move_gpus)"
-            if fleet
-            else "the cluster more GPUs (gpus)"
-        )
-        + ", and if its owners would have given up, the jobs a patience (patience_hours)",
+        "waits of the jobs still queued stop at the run's end, so the waits shown are shorter "
+        f"than theirs will be: if that work should have run, it needs {_more_gpus(fleet)}, "
+        "and if its owners would have given up, the jobs a patience (patience_hours)",
+    )
+
+
+def _gave_up(s: Mapping[str, Any], run: str, fleet: bool = False) -> Finding | None:
+    jobs, work = (
+        _number(s.get("withdrawn_funded_share")),
+        _number(s.get("withdrawn_funded_work_share")),
+    )
+    if not (jobs > WITHDRAWN_SHARE or work > WITHDRAWN_SHARE):
+        return None
+    return Finding(
+        "gave_up",
+        f"{run}: {s.get('withdrawn_funded', 0):,} funded jobs ({_share(jobs)} of the funded "
+        f"jobs, {_share(work)} of the funded work asked for in GPUs x run time) gave up waiting "
+        f"and were withdrawn (warned above {WITHDRAWN_SHARE:.0%} of either); the results leave "
+        "their work out: a job is owed GPU time only while it waits, so impact does not count "
+        "the run time it gave up, and its wait ends at the withdrawal, so waits look shorter "
+        "than they would have been; if that work should have run, it needs a policy that "
+        f"starts it sooner or {_more_gpus(fleet)}",
+    )
+
+
+def _more_gpus(fleet: bool) -> str:
+    """The knobs that add GPUs: a fleet's cluster sizes, or one cluster's."""
+    return (
+        "more GPUs in its clusters (clusters; resize_cluster, move_gpus)"
+        if fleet
+        else "more GPUs in the cluster (gpus)"
     )
 
 

@@ -730,6 +730,22 @@ def backlog(
     }
 
 
+def withdrawals(table: pd.DataFrame, duration_s: np.ndarray) -> dict[str, object]:
+    """Jobs that gave up waiting (withdrawn when their patience ran out): how many, and of the
+    funded jobs (whose owed demand leaves with them) how many, their share of the funded jobs
+    and their share of the funded work asked for (GPUs x run time, ``duration_s`` per row of
+    ``table``)."""
+    withdrawn = table["state"].to_numpy(object) == "withdrawn"
+    funded = table["leaf"].to_numpy(int) >= 0
+    work = table["gpus"].to_numpy(float) * duration_s
+    return {
+        "withdrawn": int(withdrawn.sum()),
+        "withdrawn_funded": int((withdrawn & funded).sum()),
+        "withdrawn_funded_share": _ratio((withdrawn & funded).sum(), funded.sum()),
+        "withdrawn_funded_work_share": _ratio(work[withdrawn & funded].sum(), work[funded].sum()),
+    }
+
+
 def jain(x: np.ndarray) -> float:
     """Jain's fairness index: 1 when all equal (all zero included), 1/n when one takes
     everything; NaN (undefined) over nothing."""
@@ -809,7 +825,7 @@ def summarise(
         **preemption_spread(job, att, keys.att_job, table, window, preempts),
         "jain": jain(got[owed > 0] / owed[owed > 0]),
         "requested_ratio": _requested_ratio(table, window, gpus_per_node),
-        "withdrawn": int((table["state"] == "withdrawn").sum()),
+        **withdrawals(table, submitted["duration_s"].to_numpy(float)),
         **backlog(events, window, len(table), kinds),
         **session_summary(events, keys, att, resubmitted, window),
         **health_summary(events, att, window, horizon_s, down, kinds),

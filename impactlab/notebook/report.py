@@ -103,6 +103,7 @@ def sweep_sections(source: Path) -> list[str]:
                 table_html(headline_table(stats, SWEEP_HEADLINE)),
             )
         )
+        parts += _sweep_warnings(ok, stats)
         parts.append(
             section("Charts", "".join(chart_html(c) for c in sweep_charts(stats, manifest)))
         )
@@ -111,6 +112,33 @@ def sweep_sections(source: Path) -> list[str]:
         parts.append(section(f"Failed runs ({len(failed)})", _failures(source, failed)))
     parts.append(section("Configs", _sweep_configs(frame, manifest)))
     return parts
+
+
+def _sweep_warnings(ok: pd.DataFrame, stats: pd.DataFrame) -> list[str]:
+    """The Warnings section of a sweep (none when no run warned): per config that warned, its
+    runs' sentences, each with its seed."""
+    said = ok[ok["warnings"].fillna("").astype(str) != ""] if "warnings" in ok else ok.iloc[:0]
+    if said.empty:
+        return []
+    label = stats.drop_duplicates("point_key").set_index("point_key")["label"]
+    runs = ok.groupby("point_key", sort=False).size()
+    blocks = []
+    for key, group in said.groupby("point_key", sort=False):
+        items = "".join(
+            f"<li>seed {seed}: {html.escape(text)}</li>"
+            for seed, texts in zip(group["seed"], group["warnings"], strict=True)
+            for text in str(texts).split(" | ")
+        )
+        blocks.append(
+            f"<details><summary>{html.escape(str(label.get(key, key)))}: {len(group)} of "
+            f"{runs[key]} runs warned</summary><ul>{items}</ul></details>"
+        )
+    intro = (
+        f"<p class='meta'>{len(said)} of {len(ok)} runs warned: their headline numbers hide "
+        "thrashing, a backlog, jobs that gave up or impact on work thrown away (the "
+        "<i>warned</i> column of the headline counts them per config).</p>"
+    )
+    return [section("Warnings", intro + "".join(blocks))]
 
 
 def _sweep_overview(frame: pd.DataFrame, manifest: dict[str, Any]) -> str:

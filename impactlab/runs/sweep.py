@@ -726,7 +726,8 @@ def t975(df: int) -> float:
 def summarise_sweep(frame: pd.DataFrame, metrics: Sequence[str] | None = None) -> pd.DataFrame:
     """Mean and 95% confidence interval (t) of each metric per config across its seeds, in long
     form: ``label`` (the swept values), the config columns but the seed, ``metric``, ``n`` (seeds
-    with a value), ``mean``, ``std``, ``ci_low``, ``ci_high``. Failed runs are left out."""
+    with a value), ``mean``, ``std``, ``ci_low``, ``ci_high``, and ``warned``: how many of the
+    config's runs warned (thrashing, a backlog, ...). Failed runs are left out."""
     missing = sorted({"point_key", "status"} - set(frame.columns))
     if missing:
         raise ValueError(f"not a sweep frame: no column(s) {missing} (use impactlab.sweep)")
@@ -740,12 +741,21 @@ def summarise_sweep(frame: pd.DataFrame, metrics: Sequence[str] | None = None) -
     stats = _moments(ok, metrics)
     stats = stats.join(configs[keys], on="point_key")
     stats.insert(0, "label", stats["point_key"].map(labels(configs, keys)))
-    return stats[["label", *keys, "point_key", "metric", "n", "mean", "std", "ci_low", "ci_high"]]
+    stats["warned"] = stats["point_key"].map(warned_runs(ok)).astype(int)
+    return stats[
+        ["label", *keys, "point_key", "metric", "n", "mean", "std", "ci_low", "ci_high", "warned"]
+    ]
+
+
+def warned_runs(frame: pd.DataFrame) -> pd.Series:
+    """Per config (``point_key``, in order of appearance): how many of its runs warned."""
+    said = frame["warnings"].fillna("").astype(str) != "" if "warnings" in frame else False
+    return pd.Series(said, index=frame.index).groupby(frame["point_key"], sort=False).sum()
 
 
 def headline_table(stats: pd.DataFrame, metrics: Sequence[str] = SWEEP_HEADLINE) -> pd.DataFrame:
     """Per config (row) and metric (column) of a ``summarise_sweep`` table: "mean ± CI half-width",
-    with the config's label and its seeds."""
+    with the config's label, its seeds and how many of its runs warned ("2 of 3")."""
     stats = stats[stats["metric"].isin(metrics)]
     cells = stats.assign(
         cell=[
@@ -759,8 +769,12 @@ def headline_table(stats: pd.DataFrame, metrics: Sequence[str] = SWEEP_HEADLINE)
     first = stats.drop_duplicates("point_key").set_index("point_key")
     wide.insert(0, "seeds", first["n"].astype(int))
     wide.insert(0, "config", first["label"])
+    head = ["config", "seeds"]
+    if "warned" in first:
+        wide["warned"] = [f"{w} of {n}" for w, n in zip(first["warned"], first["n"], strict=True)]
+        head.append("warned")
     wide.columns.name = None
-    return wide[["config", "seeds", *[m for m in metrics if m in wide]]].reset_index(drop=True)
+    return wide[[*head, *[m for m in metrics if m in wide]]].reset_index(drop=True)
 
 
 def _mean_ci(mean: float, lo: float, hi: float) -> str:
