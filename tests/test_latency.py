@@ -78,6 +78,13 @@ def test_every_start_pays_the_start_up_which_is_occupancy_but_not_utilization():
     assert summary["wait_s"]["all"]["p50"] == 0.0  # the wait ends at the start, before the start-up
 
 
+def test_a_victim_in_its_grace_period_at_the_end_holds_its_gpus_and_is_not_queued():
+    result = run_tiny(low_then_urgent(), policy="legacy", grace_s=30.0, horizon_s=120.0)
+    state = result.jobs.set_index("job_id")["state"]
+    assert (state["V"], state["P"]) == ("running", "queued")
+    assert result.summary()["queued_at_end"] == 1  # P: the queue the log replays agrees
+
+
 def test_a_victim_keeps_its_gpus_for_the_grace_period_and_the_preemptor_starts_after():
     # P preempts V at 100; V holds its GPUs until 130, when P starts. V restarts when P ends
     # (630) with the restart overhead (60) and its remaining 900 s: it finishes at 1590.

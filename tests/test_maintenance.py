@@ -262,6 +262,21 @@ def test_free_gpus_of_a_cordoned_node_take_no_new_job():
     assert at(ev, "start", "b") == [7 * H]  # 4 GPUs free from 2 h, but closed until 7 h
 
 
+def test_a_closed_node_has_no_free_gpus_and_a_node_down_for_maintenance_is_not_healthy():
+    """The same plan by the hour: a holds 4 GPUs until 3 h; the node is closed from 1 h, down
+    from 5 h to 7 h; b holds 4 GPUs from 7 h to 8 h."""
+    window = Maintenance(announce_h=1, down_h=5, hours=2, nodes=(0,), early=False)
+    rows = [job("a", 3, gpus=4), job("b", 1, submit_h=2, gpus=4)]
+    result = planned(rows, "fifo", window, horizon_s=10 * H)
+    free = result.free_block_series(bucket_s=H)
+    assert free["free_gpus"].tolist() == [4, 0, 0, 0, 0, 0, 0, 4, 8, 8]
+    assert free["largest_free_gpus"].tolist() == free["free_gpus"].tolist()
+    healthy = result.health_series(bucket_s=H)["healthy_gpus"]
+    assert healthy.tolist() == [8, 8, 8, 8, 8, 0, 0, 8, 8, 8]
+    assert healthy.mean() == result.summary()["availability"] * 8  # no warm-up here
+    assert result.health_series(bucket_s=H)["failures"].sum() == 0
+
+
 def _first_failure(policy: str, repair: str, **config) -> tuple[int, float, pd.DataFrame]:
     """A small cluster with node failures and no plan: the first node to fail, when, and its
     node rows (failures before an announcement do not depend on the plan)."""

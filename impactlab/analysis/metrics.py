@@ -314,9 +314,11 @@ def _job_table(
     last_event = _take(event, last, -1)
     ended = (last >= 0) & (last_event != kinds.code(Ev.RESUBMIT))  # a resubmission reopens a job
     out["end_s"] = np.where(ended, _take(t, last, np.nan), np.nan)
-    open_attempt = _take(  # (compared as they are: the column's strings are not made again)
-        _equals(att["ended_by"], "running"), _last_row(att_job, True, n_jobs), False
-    )
+    # a job holds its GPUs at the horizon when its last attempt runs or is in its grace period
+    holding = _equals(att["ended_by"], "running") | (
+        _equals(att["ended_by"], "preempt") & (att["end_s"].to_numpy() >= horizon_s)
+    )  # (compared as they are: the column's strings are not made again)
+    open_attempt = _take(holding, _last_row(att_job, True, n_jobs), False)
     state = np.where(open_attempt & (out["attempts"].to_numpy() > 0), "running", "queued").astype(
         object
     )
@@ -1036,12 +1038,38 @@ def down_intervals(
     events: pd.DataFrame, horizon_s: float, kinds: EventKinds | None = None
 ) -> pd.DataFrame:
     """One row per failure: node, down_s, up_s (the horizon if still under repair), repair."""
+    return _intervals(events, horizon_s, _event_kinds(events, kinds), Ev.NODE_DOWN, Ev.NODE_UP)
+
+
+def out_of_service(
+    events: pd.DataFrame,
+    horizon_s: float,
+    kinds: EventKinds | None = None,
+    down: pd.DataFrame | None = None,
+    closed: bool = False,
+) -> pd.DataFrame:
+    """``down_intervals`` and, after them, one row per node down for planned maintenance (repair
+    "maintenance"; up_s the horizon if not back by then): when a node is out of service.
+    ``closed``: from the maintenance's announcement on (a cordoned node takes no new job), as
+    for the GPUs a job could be given. ``down``: ``down_intervals(events, horizon_s)`` when the
+    caller has it."""
     kinds = _event_kinds(events, kinds)
-    downs, ups = events[kinds.mask(Ev.NODE_DOWN)], events[kinds.mask(Ev.NODE_UP)]
+    down = down_intervals(events, horizon_s, kinds) if down is None else down
+    went = Ev.CORDON if closed else Ev.MAINT_DOWN
+    planned = _intervals(events, horizon_s, kinds, went, Ev.MAINT_UP).assign(repair="maintenance")
+    return pd.concat([down, planned], ignore_index=True) if len(planned) else down
+
+
+def _intervals(
+    events: pd.DataFrame, horizon_s: float, kinds: EventKinds, went: str, back: str
+) -> pd.DataFrame:
+    """One row per ``went`` row of one node: node, down_s, up_s (its matching ``back`` row, or
+    the horizon) and repair (that row's ``repair=`` detail, "open" if none)."""
+    downs, ups = events[kinds.mask(went)], events[kinds.mask(back)]
     node = downs["nodes"].to_numpy().astype(int)
     match = nth_match(
         node, ups["nodes"].to_numpy().astype(int)
-    )  # a node's k-th repair ends its k-th failure
+    )  # a node's k-th return ends its k-th time down
     repair = np.array([detail.removeprefix("repair=") for detail in ups["detail"]], dtype=object)
     return pd.DataFrame(
         {
@@ -1148,12 +1176,14 @@ def health_series(
     horizon_s: float,
     bucket_s: float = 3600.0,
 ) -> pd.DataFrame:
-    """Per time bucket: mean healthy GPUs, failures, and repairs by kind (for charts)."""
+    """Per time bucket: mean healthy GPUs in service (nodes down for repair or for planned
+    maintenance are not), failures, and repairs by kind (for charts)."""
     edges = np.arange(0.0, horizon_s + bucket_s, bucket_s)
     edges[-1] = min(edges[-1], horizon_s) if len(edges) > 1 else horizon_s
     down = down_intervals(events, horizon_s)
     lost = np.zeros(len(edges) - 1)
-    for d, u in zip(down["down_s"], down["up_s"]):
+    gone = out_of_service(events, horizon_s, down=down)
+    for d, u in zip(gone["down_s"], gone["up_s"]):
         lost += gpus_per_node * np.clip(
             np.minimum(edges[1:], u) - np.maximum(edges[:-1], d), 0, None
         )

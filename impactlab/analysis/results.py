@@ -40,6 +40,7 @@ from .metrics import (
     down_intervals,
     health_series,
     maintenance_table,
+    out_of_service,
     run_job_codes,
     summarise,
 )
@@ -193,6 +194,14 @@ class SimResult:
         return down_intervals(self.events, self.config.horizon_s, self._event_kinds)
 
     @cached_property
+    def _closed(self) -> pd.DataFrame:
+        """When a node had no GPUs to give a new job: failed, or announced for maintenance
+        until it is back (``out_of_service``)."""
+        return out_of_service(
+            self.events, self.config.horizon_s, self._event_kinds, self._down, closed=True
+        )
+
+    @cached_property
     def _event_kinds(self) -> EventKinds:
         """The log's events as integer codes, shared by the metrics."""
         return EventKinds.of(self.events)
@@ -283,7 +292,7 @@ class SimResult:
                 self.events,
                 self._attempts,
                 self.jobs,
-                self._down,
+                self._closed,
                 c.nodes,
                 c.gpus_per_node,
                 self.window,
@@ -321,7 +330,7 @@ class SimResult:
                 self.events,
                 self._attempts,
                 self.jobs,
-                self._down,
+                self._closed,
                 c.nodes,
                 c.gpus_per_node,
                 self._edges(bucket_s),
@@ -337,7 +346,7 @@ class SimResult:
             tables.free_block_series(
                 self._attempts,
                 self.jobs,
-                self._down,
+                self._closed,
                 c.nodes,
                 c.gpus_per_node,
                 self._edges(bucket_s),
