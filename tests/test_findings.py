@@ -15,7 +15,7 @@ from helpers import INSTANT, run_tiny
 
 import impactlab as il
 from impactlab.analysis import findings as f
-from impactlab.analysis.metrics import Window, useful_held_gpu_s, wasted_gpu_s
+from impactlab.analysis.metrics import Window, lost_to, useful_held_gpu_s, wasted_gpu_s
 from impactlab.base.units import HOUR_S
 from impactlab.cli import main
 
@@ -201,6 +201,26 @@ def test_useful_time_leaves_out_overhead_and_lost_progress_once_each():
         60 * 8,
         20 * 2,
     ]  # clipped
+
+
+def test_a_grace_period_during_a_first_start_up_is_lost_to_the_preemption():
+    """Preempted 300 s into a 600 s start-up, with a 30 s grace period: all 330 s are wasted,
+    and the 30 s of grace are the preemption's (lost_gpu_hours counts them too)."""
+    att = pd.DataFrame(
+        {
+            "start_s": [0.0],
+            "end_s": [330.0],
+            "overhead_s": [600.0],
+            "lost_s": [30.0],
+            "gpus": [2],
+            "ended_by": ["preempt"],
+            "restart_after": [""],
+        }
+    )
+    window = Window(0.0, 1000.0, 8)
+    assert wasted_gpu_s(att, window).tolist() == [330 * 2]
+    assert wasted_gpu_s(att, window, "preempt").tolist() == [30 * 2]
+    assert lost_to(att, "preempt", window) == 30 * 2
 
 
 def test_without_preemption_or_overhead_useful_impact_is_impact():

@@ -83,6 +83,11 @@ def test_a_victim_in_its_grace_period_at_the_end_holds_its_gpus_and_is_not_queue
     state = result.jobs.set_index("job_id")["state"]
     assert (state["V"], state["P"]) == ("running", "queued")
     assert result.summary()["queued_at_end"] == 1  # P: the queue the log replays agrees
+    # V's preemption is at 100, in the window, though its GPUs are released only after it
+    by_kind = result.preemptions_by_kind().set_index("kind")["preemptions"]
+    assert by_kind["training"] == result.summary()["preemptions"] == 1
+    series = result.preemption_series(bucket_s=60.0)
+    assert series.groupby("t_h")["preemptions"].sum().tolist() == [0, 1]
 
 
 def test_a_victim_keeps_its_gpus_for_the_grace_period_and_the_preemptor_starts_after():

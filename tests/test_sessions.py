@@ -64,6 +64,9 @@ def test_a_killed_session_resubmitted_runs_again_from_the_start():
     summary = result.summary()
     assert summary["session_cut_gpu_hours"] == 0.0  # it was had after all
     assert summary["resubmit_wait_s"]["p50"] == 300.0 and summary["resubmits"] == 1
+    # V wants its 8 GPUs over [0, 1660) but not while its user is away (100-300 s); P over
+    # [100, 600): 8 x (1460 + 500) GPU-seconds of the 8 x 3000 the cluster has
+    assert summary["requested_ratio"] == pytest.approx(1960 / 3000)
 
 
 def test_a_restorable_session_is_requeued_with_all_its_progress():

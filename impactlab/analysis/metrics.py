@@ -188,9 +188,10 @@ def attempts(
     job: np.ndarray | None = None,
     kinds: EventKinds | None = None,
 ) -> pd.DataFrame:
-    """One row per run attempt: job, GPUs, nodes, start, end (horizon if still running), how it
-    ended, the restart overhead it paid (and after what) and the progress it lost. The k-th end
-    of a job (``released``) closes its k-th start. ``job`` is ``job_codes`` of the log's rows,
+    """One row per run attempt: job, GPUs, nodes, start, end (horizon if still running), the
+    time of the row that ended it (``stopped_s``: a preemption's, before its grace period), how
+    it ended, the restart overhead it paid (and after what) and the progress it lost. The k-th
+    end of a job (``released``) closes its k-th start. ``job`` is ``job_codes`` of the log's rows,
     ``kinds`` its ``EventKinds`` (when the caller has them).
 
     A preempted attempt holds its GPUs until their release (the ``requeue`` or ``kill`` after its
@@ -199,6 +200,7 @@ def attempts(
     kinds = _event_kinds(events, kinds)
     starts = np.flatnonzero(kinds.mask(Ev.START))
     ends, end_s, lost_s = _releases(events, horizon_s, job, kinds)
+    stopped_s = events["t_s"].to_numpy()[ends]  # (a preemption's row: before its grace period)
     start_job = job[starts]
     grouped = _grouped(start_job)
     n = cumcount(start_job, grouped)
@@ -217,6 +219,7 @@ def attempts(
             "start_s": at_start["t_s"],
             "overhead_s": at_start["overhead_s"],
             "end_s": _take(end_s, match, horizon_s),
+            "stopped_s": _take(stopped_s, match, horizon_s),
             "ended_by": ended_by,
             "lost_s": _take(lost_s, match, 0.0),
             "restart_after": _take(
@@ -327,7 +330,10 @@ def _job_table(
     out["state"] = state
     stop = out["end_s"].fillna(horizon_s)
     out["wait_s"] = out["first_start_s"].fillna(stop) - out["submit_s"]
-    out["queued_s"] = stop - out["submit_s"] - out["ran_s"] - _away_s(events, job, n_jobs, kinds)
+    away, kill, back = away_intervals(events, submitted, kinds, job)
+    out["queued_s"] = (
+        stop - out["submit_s"] - out["ran_s"] - np.bincount(away, back - kill, minlength=n_jobs)
+    )
     return out
 
 
@@ -365,14 +371,40 @@ def _last_row(codes: np.ndarray, mask: np.ndarray | bool, n_jobs: int) -> np.nda
     return last
 
 
-def _away_s(events: pd.DataFrame, job: np.ndarray, n_jobs: int, kinds: EventKinds) -> np.ndarray:
-    """Per job (table row): seconds between each kill and the resubmission that followed it."""
+def away_intervals(
+    events: pd.DataFrame,
+    jobs: pd.DataFrame,
+    kinds: EventKinds | None = None,
+    job: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each time a killed session was away, from the kill to the resubmission that followed it:
+    its row of ``jobs`` (a per-job table), the kill's time and the resubmission's. ``job``:
+    ``job_codes`` of the log's rows over the table's ids, when the caller has them."""
+    kinds = _event_kinds(events, kinds)
     rows = np.flatnonzero(kinds.mask(Ev.KILL, Ev.RESUBMIT))
-    t, code = events["t_s"].to_numpy()[rows], job[rows]
+    code = job_codes(events["job_id"].iloc[rows], jobs["job_id"]) if job is None else job[rows]
+    t = events["t_s"].to_numpy()[rows]
     before = previous_row(code)
-    back = (kinds.codes[rows] == kinds.code(Ev.RESUBMIT)) & (before >= 0) & _per_job(code, n_jobs)
-    gap = pd.Series(t[back] - t[before[back]])
-    return gap.groupby(code[back]).sum().reindex(range(n_jobs), fill_value=0.0).to_numpy()
+    back = (
+        (kinds.codes[rows] == kinds.code(Ev.RESUBMIT)) & (before >= 0) & _per_job(code, len(jobs))
+    )
+    return code[back], t[before[back]], t[back]
+
+
+def _wanting(
+    jobs: pd.DataFrame, away: tuple[np.ndarray, np.ndarray, np.ndarray], window: Window
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """When each job of a per-job table wanted its GPUs, as signed intervals: from its
+    submission to its end (or the window's), less each time it was away (``away_intervals``),
+    whose intervals have the sign -1: start, stop, sign, row of the table."""
+    rows, kill, back = away
+    n = len(jobs)
+    return (
+        np.concatenate([jobs["submit_s"].to_numpy(float), kill]),
+        np.concatenate([jobs["end_s"].fillna(window.t1).to_numpy(float), back]),
+        np.concatenate([np.ones(n), -np.ones(len(rows))]),
+        np.concatenate([np.arange(n), rows]),
+    )
 
 
 def _equals(column: pd.Series, value: str) -> np.ndarray:
@@ -409,14 +441,19 @@ def capacity_steps(
 
 
 def _demand_intervals(
-    jobs: pd.DataFrame, gpus_per_node: int, window: Window
+    jobs: pd.DataFrame,
+    gpus_per_node: int,
+    window: Window,
+    away: tuple[np.ndarray, np.ndarray, np.ndarray],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The intervals of demand: start, end, GPUs held and leaf of every funded job (a job wants
-    its held GPUs from submit until it finishes or is withdrawn)."""
-    funded = jobs[jobs["leaf"] >= 0]
-    held = held_of(funded["gpus"].to_numpy(), gpus_per_node).astype(float)
-    stop = funded["end_s"].fillna(window.t1).to_numpy()
-    return funded["submit_s"].to_numpy(), stop, held, funded["leaf"].to_numpy(int)
+    """The intervals of demand: start, end, GPUs held (negative for the time a killed session
+    was away) and leaf of every funded job (a job wants its held GPUs from submit until it
+    finishes or is withdrawn, but not while its user is away after a kill)."""
+    start, stop, sign, row = _wanting(jobs, away, window)
+    leaf = jobs["leaf"].to_numpy(int)[row]
+    funded = leaf >= 0
+    held = sign * held_of(jobs["gpus"].to_numpy()[row], gpus_per_node)
+    return start[funded], stop[funded], held[funded], leaf[funded]
 
 
 def interval_steps(
@@ -503,7 +540,8 @@ def owed_steps(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Owed GPUs per budget node as a step function: change times [T], healthy GPUs [T] and
     owed rates [T, nodes] (demand-capped water-filling of healthy capacity down the tree)."""
-    t_d, col, delta = _interval_changes(*_demand_intervals(jobs, gpus_per_node, window))
+    away = away_intervals(events, jobs, kinds)
+    t_d, col, delta = _interval_changes(*_demand_intervals(jobs, gpus_per_node, window, away))
     t_c, cap = capacity_steps(events, window.capacity, gpus_per_node, kinds)
     times = np.union1d(t_d, t_c)
     # The demand per node at the merged change times, made only there (no [T, nodes] array of
@@ -574,12 +612,14 @@ def wasted_gpu_s(att: pd.DataFrame, window: Window, cause: str | None = None) ->
     """Per attempt: GPU-seconds in the window spent on overhead at its start and on progress it
     lost at its end, counting each second once (an attempt preempted during its start-up loses
     no progress). With ``cause`` ("preempt", "fail"), only what that cause made: the overhead
-    after it and the progress lost to it."""
+    after it and the progress lost to it (a grace period during a start-up the cause did not
+    make is the cause's)."""
     start, end = att["start_s"].to_numpy(), att["end_s"].to_numpy()
     overhead = np.minimum(att["overhead_s"].to_numpy(), end - start)
-    lost = np.minimum(att["lost_s"].to_numpy(), end - start - overhead)
     if cause is not None:
         overhead = np.where(_equals(att["restart_after"], cause), overhead, 0.0)
+    lost = np.minimum(att["lost_s"].to_numpy(), end - start - overhead)
+    if cause is not None:
         lost = np.where(_equals(att["ended_by"], cause), lost, 0.0)
     return (clipped(start, start + overhead, window) + clipped(end - lost, end, window)) * att[
         "gpus"
@@ -826,7 +866,9 @@ def summarise(
         "preemption_lost_share": _ratio(wasted_gpu_s(att, window, Ev.PREEMPT).sum(), held_s.sum()),
         **preemption_spread(job, att, keys.att_job, table, window, preempts),
         "jain": jain(got[owed > 0] / owed[owed > 0]),
-        "requested_ratio": _requested_ratio(table, window, gpus_per_node),
+        "requested_ratio": _requested_ratio(
+            table, away_intervals(events, table, kinds, job), window, gpus_per_node
+        ),
         **withdrawals(table, submitted["duration_s"].to_numpy(float)),
         **backlog(events, window, len(table), kinds),
         **session_summary(events, keys, att, resubmitted, window),
@@ -872,11 +914,16 @@ def _useful_gpu_s(
     return float((clipped(start, end, window) * gpus * util).sum())
 
 
-def _requested_ratio(table: pd.DataFrame, window: Window, gpus_per_node: int) -> float:
-    """Time-averaged GPUs wanted by queued + running jobs / capacity (policy-dependent)."""
-    held = held_of(table["gpus"].to_numpy(), gpus_per_node).astype(float)
-    start = table["submit_s"].to_numpy()
-    stop = table["end_s"].fillna(window.t1).to_numpy()
+def _requested_ratio(
+    table: pd.DataFrame,
+    away: tuple[np.ndarray, np.ndarray, np.ndarray],
+    window: Window,
+    gpus_per_node: int,
+) -> float:
+    """Time-averaged GPUs wanted by queued + running jobs / capacity (policy-dependent); a
+    killed session wants none while its user is away (``away``: ``away_intervals``)."""
+    start, stop, sign, row = _wanting(table, away, window)
+    held = sign * held_of(table["gpus"].to_numpy()[row], gpus_per_node)
     return float((held * clipped(start, stop, window)).sum() / (window.capacity * window.span_s))
 
 

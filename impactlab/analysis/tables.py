@@ -188,8 +188,9 @@ def bucket_order(labels: pd.Series) -> list[str]:
 
 # ----- preemptions ---------------------------------------------------------------------------------
 def preemption_costs(att: pd.DataFrame, kind_of: pd.Series) -> pd.DataFrame:
-    """One row per preemption: t_s, job_id, kind, lost GPU-seconds (work lost plus the restart
-    overhead the next attempt paid, as in ``metrics.lost_to``)."""
+    """One row per preemption: t_s (its ``preempt`` row's, as the summary counts it), job_id,
+    kind, lost GPU-seconds (work lost plus the restart overhead the next attempt paid, as in
+    ``metrics.lost_to``)."""
     gpus = att["gpus"].to_numpy(float)
     overhead = np.minimum(att["overhead_s"].to_numpy(), (att["end_s"] - att["start_s"]).to_numpy())
     # the overhead of the attempt after a preemption belongs to that preemption
@@ -199,7 +200,7 @@ def preemption_costs(att: pd.DataFrame, kind_of: pd.Series) -> pd.DataFrame:
     hit = (att["ended_by"] == Ev.PREEMPT).to_numpy()
     return pd.DataFrame(
         {
-            "t_s": att["end_s"].to_numpy()[hit],
+            "t_s": att["stopped_s"].to_numpy()[hit],
             "job_id": att["job_id"].to_numpy()[hit],
             "kind": att["job_id"].map(kind_of).to_numpy()[hit],
             "lost_gpu_s": (att["lost_s"].to_numpy() * gpus + paid_next.to_numpy())[hit],
