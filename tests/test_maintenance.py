@@ -275,6 +275,9 @@ def test_a_closed_node_has_no_free_gpus_and_a_node_down_for_maintenance_is_not_h
     assert healthy.tolist() == [8, 8, 8, 8, 8, 0, 0, 8, 8, 8]
     assert healthy.mean() == result.summary()["availability"] * 8  # no warm-up here
     assert result.health_series(bucket_s=H)["failures"].sum() == 0
+    # closed from 1 h to 5 h, 8 GPUs, of which a held 4 until 3 h: 32 - 8 GPU-hours idle
+    assert result.maintenance()["idle_gpu_hours"].tolist() == [24.0]
+    assert result.summary()["maintenance_idle_gpu_hours"] == 24.0
 
 
 def _first_failure(policy: str, repair: str, **config) -> tuple[int, float, pd.DataFrame]:

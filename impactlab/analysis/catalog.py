@@ -94,7 +94,7 @@ METRICS: tuple[Metric, ...] = (
     ),
     _count(
         "maintenance_idle_gpu_hours",
-        "GPU-hours idle on closed nodes before going down",
+        "GPU-hours idle on closed nodes (announced, not yet down)",
         "down",
         "GPU-hours",
         ".1f",

@@ -873,7 +873,7 @@ def summarise(
         **backlog(events, window, len(table), kinds),
         **session_summary(events, keys, att, resubmitted, window),
         **health_summary(events, att, window, horizon_s, down, kinds),
-        **maintenance_summary(events, gpus_per_node, horizon_s, kinds),
+        **maintenance_summary(events, gpus_per_node, horizon_s, kinds, att),
         "preemptions_by_kind": {
             str(k): int(n)
             for k, n in pd.Series(keys.kind[job[preempts]]).value_counts().sort_index().items()
@@ -1144,12 +1144,14 @@ def held_gpu_s(
 
 
 def down_overlaps(att: pd.DataFrame, down: pd.DataFrame, gpus_per_node: int) -> pd.DataFrame:
-    """Where attempts ran on a node while it was down: attempt (position in ``att``), start_s,
-    end_s (end >= start) and the GPUs the attempt held on that node."""
+    """Where attempts ran on a node while it was down: attempt (position in ``att``), row
+    (position in ``down``), start_s, end_s (end >= start) and the GPUs the attempt held on that
+    node. ``down`` may be any intervals of nodes: node, down_s, up_s."""
     if down.empty or att.empty:
         return pd.DataFrame(
             {
                 "attempt": np.zeros(0, int),
+                "row": np.zeros(0, int),
                 "start_s": np.zeros(0),
                 "end_s": np.zeros(0),
                 "gpus": np.zeros(0),
@@ -1160,12 +1162,14 @@ def down_overlaps(att: pd.DataFrame, down: pd.DataFrame, gpus_per_node: int) -> 
     )
     rows = rows.assign(node=rows["nodes"].str.split(",")).explode("node")
     rows["node"] = rows["node"].astype(int)
-    pairs = rows.merge(down, on="node")
+    spans = down[["node", "down_s", "up_s"]].assign(row=np.arange(len(down)))
+    pairs = rows.merge(spans, on="node")
     start = np.maximum(pairs["start_s"].to_numpy(), pairs["down_s"].to_numpy())
     end = np.minimum(pairs["end_s"].to_numpy(), pairs["up_s"].to_numpy())
     return pd.DataFrame(
         {
             "attempt": pairs["attempt"].to_numpy(),
+            "row": pairs["row"].to_numpy(),
             "start_s": start,
             "end_s": np.maximum(start, end),
             "gpus": pairs["share"].to_numpy(dtype=float),
@@ -1258,14 +1262,21 @@ def window_name(detail: str) -> str:
 
 
 def maintenance_table(
-    events: pd.DataFrame, gpus_per_node: int, horizon_s: float, kinds: EventKinds | None = None
+    events: pd.DataFrame,
+    gpus_per_node: int,
+    horizon_s: float,
+    kinds: EventKinds | None = None,
+    att: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """One row per node and maintenance window: when it was announced (``cordon``), when its
     last job left (``vacated``), when it went down and came back (NaN if not by the horizon),
     hours from announcement to free (``free_h``; NaN while not free), the jobs evicted from it
-    and the work they lost, and the GPU-hours it stood idle but closed between its last job
-    leaving and going down (``idle_gpu_hours``). Whole run: maintenance is planned for given
-    times, so it is reported whether or not it falls in the reporting window."""
+    and the work they lost, and the GPU-hours it stood idle but closed, from the announcement
+    until it went down (or the horizon): its GPUs no job held while it drained, and all of them
+    once empty (``idle_gpu_hours``; time it was down meanwhile, for a repair or an earlier
+    window, is not idle). Whole run: maintenance is planned for given times, so it is reported
+    whether or not it falls in the reporting window. ``att``: ``attempts(events, horizon_s)``
+    when the caller has it."""
     kinds = _event_kinds(events, kinds)
     columns = [
         "window", "node", "announced_s", "vacated_s", "down_s", "up_s", "free_h",
@@ -1302,25 +1313,69 @@ def maintenance_table(
                 "free_h": (vacated - t0) / 3600.0,
                 "evicted": len(lost),
                 "evicted_lost_gpu_hours": float((lost["lost_s"] * lost["gpus"]).sum()) / 3600.0,
-                "idle_gpu_hours": (np.nan_to_num(down, nan=horizon_s) - vacated)
-                * gpus_per_node
-                / 3600.0
-                if not math.isnan(vacated)
-                else 0.0,
             }
         )
-    return pd.DataFrame(rows, columns=columns)
+    table = pd.DataFrame(rows, columns=columns)
+    table["idle_gpu_hours"] = (
+        _closed_idle_gpu_s(events, table, gpus_per_node, horizon_s, kinds, att) / 3600.0
+    )
+    return table
+
+
+def _closed_idle_gpu_s(
+    events: pd.DataFrame,
+    table: pd.DataFrame,
+    gpus_per_node: int,
+    horizon_s: float,
+    kinds: EventKinds,
+    att: pd.DataFrame | None,
+) -> np.ndarray:
+    """Per row of a ``maintenance_table``: GPU-seconds its node stood closed and idle, from the
+    announcement until it went down (or the horizon), less the GPUs jobs held there and the
+    time the node was out of service meanwhile (down for a repair or for an earlier window)."""
+    closed = pd.DataFrame(
+        {
+            "node": table["node"].to_numpy(int),
+            "down_s": table["announced_s"].to_numpy(float),
+            "up_s": table["down_s"].fillna(horizon_s).to_numpy(float),
+        }
+    )
+    att = attempts(events, horizon_s, kinds=kinds) if att is None else att
+    held = down_overlaps(att, closed, gpus_per_node)
+    held_s = np.bincount(
+        held["row"].to_numpy(int),
+        weights=(held["end_s"] - held["start_s"]).to_numpy() * held["gpus"].to_numpy(),
+        minlength=len(closed),
+    )
+    gone = out_of_service(events, horizon_s, kinds)
+    out_s = np.array(
+        [
+            clipped(
+                gone.loc[gone["node"] == node, "down_s"].to_numpy(),
+                gone.loc[gone["node"] == node, "up_s"].to_numpy(),
+                Window(t0, t1, 0),
+            ).sum()
+            for node, t0, t1 in zip(closed["node"], closed["down_s"], closed["up_s"])
+        ]
+    )
+    span = (closed["up_s"] - closed["down_s"]).to_numpy()
+    # (a job left on a node down for a manual repair is counted in both: never below zero)
+    return np.maximum(gpus_per_node * (span - out_s) - held_s, 0.0)
 
 
 def maintenance_summary(
-    events: pd.DataFrame, gpus_per_node: int, horizon_s: float, kinds: EventKinds | None = None
+    events: pd.DataFrame,
+    gpus_per_node: int,
+    horizon_s: float,
+    kinds: EventKinds | None = None,
+    att: pd.DataFrame | None = None,
 ) -> dict[str, object]:
     """What planned maintenance cost (``maintenance_table`` summed): nodes taken, the longest
     and mean hours from announcement to a free node (a node still not free at the horizon counts
     until the horizon, and ``maintenance_unfreed`` says how many), jobs evicted and the work
     they lost, GPU-hours idle on closed nodes. Zero and NaN without a plan."""
     kinds = _event_kinds(events, kinds)
-    table = maintenance_table(events, gpus_per_node, horizon_s, kinds)
+    table = maintenance_table(events, gpus_per_node, horizon_s, kinds, att)
     free_h = table["free_h"].fillna((horizon_s - table["announced_s"]) / 3600.0)
     evicts = events[kinds.mask(Ev.EVICT)]
     return {

@@ -411,7 +411,11 @@ class SimResult:
         free it, jobs evicted and their lost work, idle closed GPU-hours
         (``metrics.maintenance_table``; empty without a plan)."""
         c = self.config
-        return self._tagged(maintenance_table(self.events, c.gpus_per_node, c.horizon_s))
+        return self._tagged(
+            maintenance_table(
+                self.events, c.gpus_per_node, c.horizon_s, self._event_kinds, self._attempts
+            )
+        )
 
     def queue_series(self, bucket_s: float | None = None) -> pd.DataFrame:
         """Time-averaged queued jobs and GPUs per time bucket and kind (``tables.queue_series``)."""
