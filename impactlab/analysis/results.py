@@ -237,8 +237,8 @@ class SimResult:
 
     @property
     def warnings(self) -> list[str]:
-        """What the headline numbers may hide (thrashing, a backlog, impact counting work thrown
-        away), a sentence each; also logged once and in ``summary()["warnings"]``
+        """What the headline numbers may hide (thrashing, a backlog, jobs that gave
+        up, impact counting work thrown away), a sentence each; also logged once and in ``summary()["warnings"]``
         (``impactlab.analysis.findings`` holds the thresholds)."""
         return list(self._derived[0]["warnings"])
 
