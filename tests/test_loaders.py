@@ -410,6 +410,39 @@ def test_slurm_duration_is_elapsed_before_end_minus_start(tmp_path):
     assert (err.row, err.column) == (2, "End") and "ends before it starts" in str(err)
 
 
+def test_slurm_gpus_come_from_alloc_gres_where_alloc_tres_has_none(tmp_path):
+    """A Slurm that does not account GPUs as TRES records them only in AllocGRES: ``gpu:N`` or
+    ``gpu:TYPE:N`` entries, summed, an index list after one ignored; a dump may hold AllocGRES
+    alone."""
+    head = "JobID|User|Account|Submit|Start|End|Elapsed|AllocTRES|AllocGRES|State\n"
+    run = "|ann|olmo|2024-11-03T01:00:00|2024-11-03T02:00:00|2024-11-03T03:00:00|01:00:00|{}|{}|COMPLETED\n"
+    cells = [
+        ("billing=4,cpu=4,node=1", "gpu:4"),
+        ("cpu=8,node=1", "gpu:a100:2(IDX:0-1),gpu:v100:1"),
+        ("cpu=8,gres/gpu=8,node=1", "gpu:2"),  # AllocTRES first
+        ("cpu=8,node=1", "mps:100"),  # CPU-only: skipped and counted
+    ]
+    text = head + "".join(f"{k}{run.format(*c)}" for k, c in enumerate(cells))
+    trace = load_trace(write(tmp_path, text, "sacct.txt"))
+    assert trace.set_index("job_id")["gpus"].to_dict() == {"0": 4, "1": 3, "2": 8}
+    assert trace.attrs["load_report"]["skipped"] == {"no GPUs (CPU-only job)": 1}
+    alone = "\n".join(
+        "|".join(f for i, f in enumerate(line.split("|")) if i != 7) for line in text.splitlines()
+    )
+    gres = load_trace(write(tmp_path, alone + "\n", "gres.txt"))
+    assert gres.set_index("job_id")["gpus"].to_dict() == {"0": 4, "1": 3, "2": 2}
+
+
+def test_a_slurm_dump_with_no_gpu_anywhere_says_what_to_dump(tmp_path):
+    head = "JobID|User|Account|Submit|Start|End|Elapsed|AllocTRES|State\n"
+    row = "7|ann|olmo|2024-11-03T01:00:00|2024-11-03T02:00:00|2024-11-03T03:00:00|01:00:00|cpu=8,node=1|COMPLETED\n"
+    err = error(write(tmp_path, head + row, "sacct.txt"))
+    assert "no job has a GPU in AllocTRES" in str(err) and "dump AllocGRES too" in str(err)
+    no_column = head.replace("AllocTRES|", "") + row.replace("cpu=8,node=1|", "")
+    err = error(write(tmp_path, no_column, "cut.txt"), format="slurm")
+    assert err.column == "AllocTRES" and "required column missing" in str(err)
+
+
 def test_a_negative_gpu_count_is_an_error_not_a_cpu_only_job(tmp_path):
     """GPUs 0 is a CPU-only job (skipped); a negative count is a broken record."""
     lines = (FIXTURES / "philly_derived.csv").read_text().splitlines()

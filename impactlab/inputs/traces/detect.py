@@ -13,6 +13,7 @@ from .table import sniff_separator
 SIGNATURES: tuple[tuple[str, frozenset[str]], ...] = (
     ("generic", frozenset(REQUIRED)),
     ("slurm", frozenset({"JobID", "AllocTRES"})),
+    ("slurm", frozenset({"JobID", "AllocGRES"})),  # (a Slurm that does not account GPUs as TRES)
     ("spot2026", frozenset({"job_name", "organization", "gpu_request", "worker_num", "job_type"})),
     ("pai2020", frozenset({"job_name", "inst_id", "status", "start_time"})),
     ("acme", frozenset({"job_id", "type", "gpu_num", "submit_time"})),

@@ -7,7 +7,10 @@ Suggested dump::
 
 Mapping: ``JobID`` -> ``job_id`` (array tasks ``123_4`` are jobs; step rows ``123.batch``,
 ``123.0`` are skipped and reported), ``User`` kept, ``Account`` -> ``project``, GPUs from
-``AllocTRES`` (``gres/gpu=N``, else the sum of typed ``gres/gpu:TYPE=N``), duration =
+``AllocTRES`` (``gres/gpu=N``, else the sum of typed ``gres/gpu:TYPE=N``), else from
+``AllocGRES`` when the dump has it (``gpu:N`` or ``gpu:TYPE:N``, summed: a Slurm whose
+accounting does not list ``gres/gpu`` in ``AccountingStorageTRES`` records GPUs only there;
+one of the two columns is required), duration =
 ``Elapsed`` (``[D-]HH:MM:SS``, else End - Start), ``State`` first word kept as ``state``
 (RUNNING / PENDING / REQUEUED ... are skipped as unfinished), ``Cluster`` (when the dump has
 it: add it to ``--format``) -> ``cluster``. Kinds are inferred, except that
@@ -21,13 +24,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..trace import TraceError
 from .infer import infer_kinds
 from .report import Loaded, LoadOptions
 from .runs import final_state, run_times
 from .table import Rows, blank, finish, read_table, text_column
 
 #: The columns this loader needs in the source file (the trace it makes has ``trace.COLUMNS``).
-SOURCE_COLUMNS = ("JobID", "User", "Account", "Submit", "Start", "End", "AllocTRES", "State")
+SOURCE_COLUMNS = ("JobID", "User", "Account", "Submit", "Start", "End", "State")
+#: Where the GPUs of a job are read, in order: at least one of them is required.
+GPU_COLUMNS = ("AllocTRES", "AllocGRES")
 SHELLS = frozenset(
     {
         "bash",
@@ -51,6 +57,8 @@ def load(path: Path, options: LoadOptions) -> Loaded:
     """Load ``sacct --parsable2`` output."""
     rows = read_table(path, str(path), options)
     rows.require(*SOURCE_COLUMNS)
+    if not any(c in rows.frame.columns for c in GPU_COLUMNS):
+        rows.require(GPU_COLUMNS[0])  # (the error names it, and the columns the file has)
     job_id = text_column(rows, "JobID")
     rows.skip(job_id.str.contains(".", regex=False).to_numpy(), "job step (not a job)")
     state = final_state(rows, "State")
@@ -70,9 +78,11 @@ def load(path: Path, options: LoadOptions) -> Loaded:
         job_id=text_column(rows, "JobID"),
         user=text_column(rows, "User", "unknown"),
         project=text_column(rows, "Account"),
-        gpus=tres_gpus(rows.frame["AllocTRES"]),
+        gpus=allocated_gpus(rows.frame),
         state=state.loc[idx],
     )
+    if len(jobs) and not (jobs["gpus"] > 0).any():
+        raise TraceError(rows.source, None, None, _no_gpus(rows.frame.columns))
     if "Cluster" in rows.frame.columns:  # the cluster the job ran on (sacct -M / -L dumps)
         jobs["cluster"] = text_column(rows, "Cluster")
     if "JobName" in rows.frame.columns:
@@ -101,6 +111,36 @@ def elapsed_seconds(rows: Rows) -> pd.Series:
     )
     rows.bad((seconds.isna() & ~blank(raw)).to_numpy(), "Elapsed", "not a [D-]HH:MM:SS duration")
     return seconds.loc[rows.frame.index]
+
+
+def _no_gpus(columns: pd.Index) -> str:
+    """Why a dump in which no job has a GPU cannot be replayed, and what to dump instead."""
+    read = " or ".join(c for c in GPU_COLUMNS if c in columns)
+    advice = (
+        ""
+        if "AllocGRES" in columns
+        else "; if this Slurm does not account GPUs as TRES (AccountingStorageTRES without "
+        "gres/gpu), dump AllocGRES too (add it to sacct's --format)"
+    )
+    return f"no job has a GPU in {read} (every job is CPU-only){advice}"
+
+
+def allocated_gpus(frame: pd.DataFrame) -> pd.Series:
+    """Each job's GPUs: from ``AllocTRES``, else (no GPU there, or no such column) from
+    ``AllocGRES``."""
+    none = pd.Series(0.0, index=frame.index)
+    tres = tres_gpus(frame["AllocTRES"]) if "AllocTRES" in frame.columns else none
+    if "AllocGRES" not in frame.columns:
+        return tres
+    return tres.where(tres > 0, gres_gpus(frame["AllocGRES"]))
+
+
+def gres_gpus(gres: pd.Series) -> pd.Series:
+    """GPUs in an ``AllocGRES`` string: the sum of its ``gpu:N`` and ``gpu:TYPE:N`` entries
+    (an index list such as ``(IDX:0-3)`` after one is ignored)."""
+    text = gres.fillna("").astype(str)
+    found = text.str.extractall(r"(?:^|,)gpu(?::[^:,(]+)?:(\d+)")[0].astype(float)
+    return found.groupby(level=0).sum().reindex(text.index).fillna(0.0)
 
 
 def tres_gpus(tres: pd.Series) -> pd.Series:
