@@ -95,6 +95,16 @@ def test_funded_jobs_giving_up_fire_past_either_threshold(values, fires):
     assert ("gave_up" in codes(summary(**values))) == fires
 
 
+def test_a_share_near_a_threshold_is_said_with_a_decimal():
+    """fairshare on the default scenario: 4.87% of its funded jobs gave up, 14.5% of the work;
+    "5% of the funded jobs" next to "warned above 5%" would read as a contradiction."""
+    s = summary(
+        withdrawn_funded=435, withdrawn_funded_share=0.0487, withdrawn_funded_work_share=0.145
+    )
+    (found,) = f.findings(s, "fairshare", CAP)
+    assert "435 funded jobs (4.9% of the funded jobs, 14% of the funded work" in found.message
+
+
 def test_jobs_that_gave_up_are_counted_and_said_by_hand():
     """One 8-GPU cluster: a holds it for 2 h; b (4 GPUs, 1 h), c (8 GPUs, 3 h) and the
     unallocated d wait 30 min and give up. Funded: 2 of 3 jobs, (4 + 24) of 44 GPU-hours."""

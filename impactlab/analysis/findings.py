@@ -155,7 +155,11 @@ def queue_path(quarters: list[int]) -> str:
 
 
 def _share(value: float) -> str:
-    return f"{value:.0%}" if math.isfinite(value) else "an undefined share"
+    """A share in percent: one decimal below 10%, so that a share next to a threshold does
+    not read as the threshold itself ("4.9%" warned at 5%, not "5%")."""
+    if not math.isfinite(value):
+        return "an undefined share"
+    return f"{value:.1%}" if abs(value) < 0.1 else f"{value:.0%}"
 
 
 def _number(value: Any) -> float:
