@@ -748,12 +748,82 @@ def check_no_failure_in_a_window(log: Log) -> None:
             assert not [s for s in spans[node] if s[0] <= e.t_s < s[1]], f"{e}: in a window"
 
 
+def check_metrics_see_the_plan(log: Log) -> None:
+    """(i) per hour, healthy GPUs count no node down for a repair or for maintenance, and free
+    GPUs none on a node failed or closed (from its announcement until it is back); (j) a
+    closed node's idle GPU-hours are its GPUs no job held while it was in service, from the
+    announcement until it went down. Worked out from the log, node by node."""
+    held: dict[int, list[tuple[float, float, float]]] = defaultdict(list)  # node -> (t0, t1, gpus)
+    for rows in log.by_job.values():
+        start = None
+        for e in rows:
+            if e.event == "start":
+                start = e
+            elif start is not None and e.event in ("finish", "fail", "evict", "requeue", "kill"):
+                for n in nodes_of(start.nodes):
+                    held[n].append((start.t_s, e.t_s, start.gpus / len(nodes_of(start.nodes))))
+                start = None
+        if start is not None:  # running (or in its grace period) at the horizon
+            for n in nodes_of(start.nodes):
+                held[n].append((start.t_s, log.horizon_s, start.gpus / len(nodes_of(start.nodes))))
+    end = log.horizon_s
+    out: dict[int, list[tuple[float, float]]] = defaultdict(list)  # down: repair or maintenance
+    closed: dict[int, list[tuple[float, float]]] = defaultdict(list)  # announced until back
+    for node, spans in log.repairs.items():
+        out[node] += [(t0, min(t1, end)) for t0, t1 in spans]
+    for (_, node), rows in log.by_node.items():
+        at = {e.event: e.t_s for e in rows}
+        if "cordon" in at:
+            closed[node].append((at["cordon"], at.get("maintenance_up", end)))
+        if "maintenance_down" in at:
+            out[node].append((at["maintenance_down"], at.get("maintenance_up", end)))
+
+    def inside(t: float, spans: list[tuple[float, float]]) -> bool:
+        return any(t0 <= t < t1 for t0, t1 in spans)
+
+    def integral(node: int, t0: float, t1: float, value) -> float:
+        """The integral over [t0, t1) of ``value(t)``, a step function of the node's events."""
+        cuts = {t0, t1} | {t for a, b, _ in held[node] for t in (a, b)}
+        cuts |= {t for a, b in out[node] + closed[node] for t in (a, b)}
+        points = sorted(t for t in cuts if t0 <= t <= t1)
+        return sum((b - a) * value((a + b) / 2) for a, b in pairwise(points) if b > a)
+
+    def used(node: int, t: float) -> float:
+        return sum(g for a, b, g in held[node] if a <= t < b)
+
+    def healthy(n: int, t: float) -> float:
+        return 0.0 if inside(t, out[n]) else log.per
+
+    def free(n: int, t: float) -> float:
+        return 0.0 if inside(t, out[n] + closed[n]) else log.per - used(n, t)
+
+    hours = [(k * H, min((k + 1) * H, end)) for k in range(math.ceil(end / H))]
+    health = log.result.health_series(bucket_s=H)["healthy_gpus"].tolist()
+    blocks = log.result.free_block_series(bucket_s=H)["free_gpus"].tolist()
+    for k, (t0, t1) in enumerate(hours):
+        nodes = range(log.n_nodes)
+        by_hand = sum(integral(n, t0, t1, lambda t, n=n: healthy(n, t)) for n in nodes)
+        assert health[k] == pytest.approx(by_hand / (t1 - t0), abs=1e-6), (k, log)
+        by_hand = sum(integral(n, t0, t1, lambda t, n=n: free(n, t)) for n in nodes)
+        assert blocks[k] == pytest.approx(by_hand / (t1 - t0), abs=1e-6), (k, log)
+    for row in log.result.maintenance().itertuples():
+        down = row.down_s if not math.isnan(row.down_s) else end
+        idle = integral(
+            row.node,
+            row.announced_s,
+            down,
+            lambda t, n=row.node: 0.0 if inside(t, out[n]) else log.per - used(n, t),
+        )
+        assert row.idle_gpu_hours == pytest.approx(idle / H, abs=1e-6), (row, log)
+
+
 CHECKS = (
     check_capacity_and_closed_nodes,
     check_lifecycle,
     check_evictions,
     check_windows,
     check_no_failure_in_a_window,
+    check_metrics_see_the_plan,
 )
 
 

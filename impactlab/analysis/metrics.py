@@ -1331,8 +1331,8 @@ def _closed_idle_gpu_s(
     att: pd.DataFrame | None,
 ) -> np.ndarray:
     """Per row of a ``maintenance_table``: GPU-seconds its node stood closed and idle, from the
-    announcement until it went down (or the horizon), less the GPUs jobs held there and the
-    time the node was out of service meanwhile (down for a repair or for an earlier window)."""
+    announcement until it went down (or the horizon), while it was in service (not down for a
+    repair or for an earlier window) and no job held them."""
     closed = pd.DataFrame(
         {
             "node": table["node"].to_numpy(int),
@@ -1340,27 +1340,30 @@ def _closed_idle_gpu_s(
             "up_s": table["down_s"].fillna(horizon_s).to_numpy(float),
         }
     )
+    gone = out_of_service(events, horizon_s, kinds)[["node", "down_s", "up_s"]]
+    pairs = closed.assign(row=np.arange(len(closed))).merge(gone, on="node", suffixes=("", "_out"))
+    start = np.maximum(pairs["down_s"].to_numpy(), pairs["down_s_out"].to_numpy())
+    out = pd.DataFrame(  # the closed time each row's node was out of service
+        {
+            "node": pairs["node"].to_numpy(int),
+            "down_s": start,
+            "up_s": np.maximum(start, np.minimum(pairs["up_s"], pairs["up_s_out"]).to_numpy()),
+        }
+    )
     att = attempts(events, horizon_s, kinds=kinds) if att is None else att
-    held = down_overlaps(att, closed, gpus_per_node)
-    held_s = np.bincount(
-        held["row"].to_numpy(int),
-        weights=(held["end_s"] - held["start_s"]).to_numpy() * held["gpus"].to_numpy(),
-        minlength=len(closed),
+
+    def held_gpu_s(spans: pd.DataFrame, row: np.ndarray) -> np.ndarray:
+        """GPU-seconds jobs held on each span's node during it, summed per closed row."""
+        held = down_overlaps(att, spans, gpus_per_node)
+        gpu_s = (held["end_s"] - held["start_s"]).to_numpy() * held["gpus"].to_numpy()
+        return np.bincount(row[held["row"].to_numpy(int)], gpu_s, minlength=len(closed))
+
+    rows, out_rows = np.arange(len(closed)), pairs["row"].to_numpy(int)
+    in_service_s = (closed["up_s"] - closed["down_s"]).to_numpy() - np.bincount(
+        out_rows, (out["up_s"] - out["down_s"]).to_numpy(), minlength=len(closed)
     )
-    gone = out_of_service(events, horizon_s, kinds)
-    out_s = np.array(
-        [
-            clipped(
-                gone.loc[gone["node"] == node, "down_s"].to_numpy(),
-                gone.loc[gone["node"] == node, "up_s"].to_numpy(),
-                Window(t0, t1, 0),
-            ).sum()
-            for node, t0, t1 in zip(closed["node"], closed["down_s"], closed["up_s"])
-        ]
-    )
-    span = (closed["up_s"] - closed["down_s"]).to_numpy()
-    # (a job left on a node down for a manual repair is counted in both: never below zero)
-    return np.maximum(gpus_per_node * (span - out_s) - held_s, 0.0)
+    held_s = held_gpu_s(closed, rows) - held_gpu_s(out, out_rows)
+    return np.maximum(gpus_per_node * in_service_s - held_s, 0.0)  # (rounding: never below 0)
 
 
 def maintenance_summary(
