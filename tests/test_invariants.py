@@ -939,7 +939,7 @@ def test_job_table_has_one_consistent_row_per_submitted_job(variant, case):
         "withdraw": "withdrawn",
         "kill": "killed",
         "resubmit": "queued",
-        "preempt": "queued",  # preempted, its grace period still running at the end of the run
+        "preempt": "running",  # preempted, its grace period (holding its GPUs) not over at the end
     }
     for row in table.itertuples(index=False):
         evs = run.by_job[row.job_id]
@@ -956,6 +956,37 @@ def test_job_table_has_one_consistent_row_per_submitted_job(variant, case):
         first = starts[0] if starts else (end if end is not None else run.horizon_s)
         assert close(row.wait_s, first - row.submit_s), f"{row.job_id}: wait {row.wait_s}"
         assert row.wait_s >= 0 and row.queued_s >= -TOL
+
+
+@rule(max_examples=8)
+def test_requested_ratio_and_the_preemption_tables_agree_with_the_log(variant, case):
+    """The GPUs wanted (held GPUs from submission to the end, not while a killed session's user
+    is away), and the preemptions counted alike in the summary and in the per-kind and
+    per-hour tables, from the log by hand."""
+    run = run_of(variant, case)
+    result, window = run.result, run.result.window
+    wanted = 0.0
+    for jid, evs in run.by_job.items():
+        if not jid:
+            continue
+        gpus = run.rows[jid].gpus
+        held = -(-gpus // run.per) * run.per if gpus > run.per else gpus
+        since = None
+        for e in evs:
+            if e.event in ("submit", "resubmit"):
+                since = e.t_s
+            elif e.event in ("finish", "withdraw", "kill") and since is not None:
+                wanted += held * max(0.0, min(e.t_s, window.t1) - max(since, window.t0))
+                since = None
+        if since is not None:
+            wanted += held * max(0.0, window.t1 - max(since, window.t0))
+    summary = result.summary()
+    assert close(summary["requested_ratio"], wanted / (window.capacity * window.span_s))
+    preempts = [e for e in run.events if e.event == "preempt" and window.t0 <= e.t_s < window.t1]
+    assert summary["preemptions"] == len(preempts)
+    assert result.preemptions_by_kind()["preemptions"].sum() == len(preempts)
+    by_hour = result.preemption_series(bucket_s=3600.0)
+    assert by_hour["preemptions"].sum() == sum(e.event == "preempt" for e in run.events)
 
 
 @pytest.mark.parametrize("variant", variant_params(list(zip(VARIANTS, VARIANT_IDS))))
