@@ -8,7 +8,8 @@ docs/calibration.md).
 
 Every variant replays the same trace in a row group. "largest gangs p90" is the p90 first-start
 wait (hours) of funded jobs of at least max(9, G/16) GPUs submitted in the reporting window.
-The second table (``SimResult.gang_idle`` and ``free_block_series``) is fragmentation: how long
+The second table is the funded jobs that gave up waiting (the ``gave_up`` warning), the third
+(``SimResult.gang_idle`` and ``free_block_series``) fragmentation: how long
 funded multi-node gangs waited, what was idle or lent to unallocated work meanwhile (shares of
 the window's GPU-hours), and the mean largest block one job could get.
 """
@@ -93,6 +94,8 @@ def row(task: tuple) -> dict:
         "debug_p90_s": s["wait_s"].get("debug", {}).get("p90", float("nan")),
         "big_p90_h": big.wait_s.quantile(0.9) / 3600 if len(big) else float("nan"),
         "preemptions": s["preemptions"],
+        "gave_up": s["withdrawn_funded_share"],  # funded jobs that gave up waiting
+        "gave_up_work": s["withdrawn_funded_work_share"],
         "sim_wall_s": s["sim_wall_s"],
         **fragmentation(result),
     }
@@ -155,6 +158,24 @@ def table(rows: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def gave_up_table(rows: pd.DataFrame) -> str:
+    """Funded jobs that gave up waiting, per scenario and variant: the share of the funded jobs
+    and of the funded work asked for (GPUs x run time), least and most over seeds."""
+    grouped = rows.groupby(["scenario", "variant"], sort=False)[["gave_up", "gave_up_work"]]
+    lo, hi = grouped.min(), grouped.max()
+    lines = [
+        "| scenario | policy | funded jobs that gave up | their share of the funded work |",
+        "|---|---|---|---|",
+    ]
+    for (scenario, variant), low in lo.iterrows():
+        high = hi.loc[(scenario, variant)]
+        lines.append(
+            f"| {scenario} | {variant} | {low.gave_up:.1%}-{high.gave_up:.1%} | "
+            f"{low.gave_up_work:.1%}-{high.gave_up_work:.1%} |"
+        )
+    return "\n".join(lines)
+
+
 def fragmentation_table(rows: pd.DataFrame) -> str:
     """Means over seeds of the fragmentation columns, as a markdown table."""
     cols = [
@@ -201,6 +222,8 @@ def main() -> None:
             pd.DataFrame(done).to_csv(args.csv, index=False)
     rows = pd.DataFrame(done)
     print(table(rows))
+    print()
+    print(gave_up_table(rows))
     print()
     print(fragmentation_table(rows))
 
