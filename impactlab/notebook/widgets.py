@@ -856,7 +856,8 @@ class Explorer(w.VBox):
         self.shown.value = f"{STALE_STYLE}<small>{text}</small>"
 
     def _show_warnings(self, texts: list[str]) -> None:
-        """The runs' warnings (thrashing, a backlog, jobs that gave up, impact counting lost work), above the charts."""
+        """The runs' warnings (thrashing, a backlog, jobs that gave up, impact counting lost
+        work), above the charts."""
         items = "".join(f"<li>{html.escape(t)}</li>" for t in texts)
         self.warnings.value = (
             f"<ul style='color:#8a5300;margin:2px 0'>{items}</ul>" if texts else ""
