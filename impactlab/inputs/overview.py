@@ -161,7 +161,7 @@ class Overview:
             out.append(
                 f"at {demand:g}x the work offered exceeds the capacity and the trace records no patience: "
                 "the queue can only grow (a backlog, which every run reports); --patience-hours 24 lets a "
-                "job give up after a day"
+                "job give up after a day (and the funded jobs that do are reported in turn)"
             )
         return out
 
