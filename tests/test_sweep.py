@@ -241,6 +241,10 @@ def test_the_headline_counts_the_runs_that_warned_per_config():
         ["policy=a", 3, "1 of 3"],
         ["policy=b", 1, "0 of 1"],
     ]
+    # a metric undefined in a run (no debug job that week) counts fewer seeds, not fewer runs
+    gaps = frame.assign(impact=[1.0, math.nan, 3.0, 5.0, math.nan])
+    table = headline_table(summarise_sweep(gaps), ["impact"])
+    assert table[["seeds", "warned"]].values.tolist() == [[2, "1 of 3"], [1, "0 of 1"]]
 
 
 def test_the_sweep_report_says_each_warned_runs_sentences(serial):

@@ -726,8 +726,9 @@ def t975(df: int) -> float:
 def summarise_sweep(frame: pd.DataFrame, metrics: Sequence[str] | None = None) -> pd.DataFrame:
     """Mean and 95% confidence interval (t) of each metric per config across its seeds, in long
     form: ``label`` (the swept values), the config columns but the seed, ``metric``, ``n`` (seeds
-    with a value), ``mean``, ``std``, ``ci_low``, ``ci_high``, and ``warned``: how many of the
-    config's runs warned (thrashing, a backlog, ...). Failed runs are left out."""
+    with a value), ``mean``, ``std``, ``ci_low``, ``ci_high``, ``runs`` (the config's finished
+    runs) and ``warned``: how many of them warned (thrashing, a backlog, ...). Failed runs are
+    left out."""
     missing = sorted({"point_key", "status"} - set(frame.columns))
     if missing:
         raise ValueError(f"not a sweep frame: no column(s) {missing} (use impactlab.sweep)")
@@ -741,10 +742,10 @@ def summarise_sweep(frame: pd.DataFrame, metrics: Sequence[str] | None = None) -
     stats = _moments(ok, metrics)
     stats = stats.join(configs[keys], on="point_key")
     stats.insert(0, "label", stats["point_key"].map(labels(configs, keys)))
+    stats["runs"] = stats["point_key"].map(ok.groupby("point_key", sort=False).size())
     stats["warned"] = stats["point_key"].map(warned_runs(ok)).astype(int)
-    return stats[
-        ["label", *keys, "point_key", "metric", "n", "mean", "std", "ci_low", "ci_high", "warned"]
-    ]
+    columns = ["point_key", "metric", "n", "mean", "std", "ci_low", "ci_high", "runs", "warned"]
+    return stats[["label", *keys, *columns]]
 
 
 def warned_runs(frame: pd.DataFrame) -> pd.Series:
@@ -770,8 +771,8 @@ def headline_table(stats: pd.DataFrame, metrics: Sequence[str] = SWEEP_HEADLINE)
     wide.insert(0, "seeds", first["n"].astype(int))
     wide.insert(0, "config", first["label"])
     head = ["config", "seeds"]
-    if "warned" in first:
-        wide["warned"] = [f"{w} of {n}" for w, n in zip(first["warned"], first["n"], strict=True)]
+    if {"warned", "runs"} <= set(first.columns):
+        wide["warned"] = first["warned"].astype(str) + " of " + first["runs"].astype(str)
         head.append("warned")
     wide.columns.name = None
     return wide[[*head, *[m for m in metrics if m in wide]]].reset_index(drop=True)
