@@ -301,9 +301,11 @@ def _job_table(
     att: pd.DataFrame,
     horizon_s: float,
     kinds: EventKinds,
+    away: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> pd.DataFrame:
     """``job_table`` given the jobs submitted before the horizon, ``job_codes`` of the log's
-    rows over their ids and the log's ``EventKinds``."""
+    rows over their ids, the log's ``EventKinds`` and (when the caller has it)
+    ``away_intervals`` over them."""
     n_jobs = len(submitted)
     event, t = kinds.codes, events["t_s"].to_numpy()
     att_job = job[kinds.mask(Ev.START)]
@@ -330,9 +332,9 @@ def _job_table(
     out["state"] = state
     stop = out["end_s"].fillna(horizon_s)
     out["wait_s"] = out["first_start_s"].fillna(stop) - out["submit_s"]
-    away, kill, back = away_intervals(events, submitted, kinds, job)
+    row, kill, back = away_intervals(events, submitted, kinds, job) if away is None else away
     out["queued_s"] = (
-        stop - out["submit_s"] - out["ran_s"] - np.bincount(away, back - kill, minlength=n_jobs)
+        stop - out["submit_s"] - out["ran_s"] - np.bincount(row, back - kill, minlength=n_jobs)
     )
     return out
 
@@ -537,10 +539,12 @@ def owed_steps(
     window: Window,
     gpus_per_node: int,
     kinds: EventKinds | None = None,
+    away: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Owed GPUs per budget node as a step function: change times [T], healthy GPUs [T] and
-    owed rates [T, nodes] (demand-capped water-filling of healthy capacity down the tree)."""
-    away = away_intervals(events, jobs, kinds)
+    owed rates [T, nodes] (demand-capped water-filling of healthy capacity down the tree).
+    ``away``: ``away_intervals(events, jobs)`` when the caller has it."""
+    away = away_intervals(events, jobs, kinds) if away is None else away
     t_d, col, delta = _interval_changes(*_demand_intervals(jobs, gpus_per_node, window, away))
     t_c, cap = capacity_steps(events, window.capacity, gpus_per_node, kinds)
     times = np.union1d(t_d, t_c)
@@ -563,6 +567,7 @@ def owed_and_delivered(
     gpus_per_node: int,
     useful_s: np.ndarray | None = None,
     kinds: EventKinds | None = None,
+    away: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> pd.DataFrame:
     """Per budget node: entitlement, owed, delivered and useful GPU-seconds over the window, and
     impact: over the leaves beneath a node (the node itself if a leaf), delivered up to owed over
@@ -570,7 +575,7 @@ def owed_and_delivered(
     the same with useful GPU-seconds for delivered. ``att_leaf`` (the leaf charged, -1
     unallocated), ``held_s`` and ``useful_s`` (``useful_held_gpu_s``; default ``held_s``) are per
     attempt; ``kinds`` the log's ``EventKinds`` when the caller has them."""
-    times, a, rates = owed_steps(events, jobs, tree, window, gpus_per_node, kinds)
+    times, a, rates = owed_steps(events, jobs, tree, window, gpus_per_node, kinds, away)
     dur = clipped(times, np.append(times[1:], np.inf), window)
     owed = np.multiply(rates, dur[:, None], out=rates).sum(
         axis=0
@@ -777,7 +782,7 @@ def withdrawals(table: pd.DataFrame, duration_s: np.ndarray) -> dict[str, object
     funded jobs (whose owed demand leaves with them) how many, their share of the funded jobs
     and their share of the funded work asked for (GPUs x run time, ``duration_s`` per row of
     ``table``)."""
-    withdrawn = table["state"].to_numpy(object) == "withdrawn"
+    withdrawn = _equals(table["state"], "withdrawn")
     funded = table["leaf"].to_numpy(int) >= 0
     work = table["gpus"].to_numpy(float) * duration_s
     return {
@@ -823,7 +828,8 @@ def summarise(
     kinds = _event_kinds(events, kinds)
     att = attempts(events, horizon_s, job, kinds) if att is None else att
     down = down_intervals(events, horizon_s, kinds) if down is None else down
-    table = _job_table(events, submitted, job, att, horizon_s, kinds)
+    away = away_intervals(events, submitted, kinds, job)
+    table = _job_table(events, submitted, job, att, horizon_s, kinds, away)
     table["leaf"] = tree.leaves_for(table["project"], table["user"])  # -1: unallocated
     keys = Keys(job, job[kinds.mask(Ev.START)], table["kind"].to_numpy(object), kinds)
     att_leaf = table["leaf"].to_numpy(int)[keys.att_job]
@@ -840,6 +846,7 @@ def summarise(
         gpus_per_node,
         useful_held_gpu_s(att, held_s, window),
         kinds,
+        away,
     )
     leaves = budget[budget["leaf"]]
     owed = leaves["owed_gpu_s"].to_numpy()
@@ -866,9 +873,7 @@ def summarise(
         "preemption_lost_share": _ratio(wasted_gpu_s(att, window, Ev.PREEMPT).sum(), held_s.sum()),
         **preemption_spread(job, att, keys.att_job, table, window, preempts),
         "jain": jain(got[owed > 0] / owed[owed > 0]),
-        "requested_ratio": _requested_ratio(
-            table, away_intervals(events, table, kinds, job), window, gpus_per_node
-        ),
+        "requested_ratio": _requested_ratio(table, away, window, gpus_per_node),
         **withdrawals(table, submitted["duration_s"].to_numpy(float)),
         **backlog(events, window, len(table), kinds),
         **session_summary(events, keys, att, resubmitted, window),
