@@ -124,6 +124,9 @@ def test_jobs_that_gave_up_are_counted_and_said_by_hand():
     assert result.jobs.set_index("job_id").loc[["b", "c", "d"], "wait_s"].tolist() == [1800.0] * 3
     (said,) = [w for w in s["warnings"] if "gave up waiting" in w]
     assert said.startswith("fifo: 2 funded jobs (67% of the funded jobs, 64% of the funded work")
+    assert s["warning_codes"] == result.warning_codes  # one code per sentence, in order
+    assert result.warning_codes[s["warnings"].index(said)] == "gave_up"
+    assert len(s["warning_codes"]) == len(s["warnings"])
 
 
 def test_unallocated_backfill_giving_up_is_no_warning():

@@ -1114,6 +1114,12 @@ def test_a_backlog_on_one_cluster_is_warned_naming_the_cluster():
     assert not any(w.startswith("fifo on b:") for w in warnings), warnings
     assert result.per_cluster["a"].warnings and not result.per_cluster["b"].warnings
     assert result.summary()["warnings"] == warnings
+    codes = result.warning_codes  # the organisation's, then each cluster's, sentence by sentence
+    assert len(codes) == len(warnings)
+    assert (
+        codes[warnings.index(next(w for w in warnings if w.startswith("fifo on a: a backlog")))]
+        == "backlog"
+    )
 
 
 def test_every_clusters_own_log_has_the_event_logs_dtypes():

@@ -22,6 +22,7 @@ from pandas.testing import assert_frame_equal
 
 import impactlab as il
 from impactlab import charts, cli
+from impactlab.analysis import findings as f
 from impactlab.notebook.report import build_report
 from impactlab.runs.sweep import (
     SweepError,
@@ -251,6 +252,8 @@ def test_the_sweep_report_says_each_warned_runs_sentences(serial):
     frame, out = serial
     warned = frame[frame["warnings"].fillna("") != ""]
     assert not warned.empty  # 16 GPUs for a day of the default workload: a backlog
+    assert (warned["warning_codes"].str.len() > 0).all()  # e.g. "backlog", for a script
+    assert set(",".join(warned["warning_codes"]).split(",")) <= set(f.WARNING_CODES)
     page = build_report(out)
     assert "<h2>Warnings</h2>" in page
     assert f"{len(warned)} of {len(frame)} runs warned" in page

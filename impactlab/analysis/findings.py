@@ -33,6 +33,10 @@ WITHDRAWN_SHARE = 0.05
 IMPACT_GAP = 0.10
 
 
+#: Every finding's code, in the order they are checked.
+WARNING_CODES = ("thrashing", "backlog", "gave_up", "impact_gap")
+
+
 @dataclass(frozen=True)
 class Finding:
     """One thing a reader of the run's numbers must know: a code and a sentence."""

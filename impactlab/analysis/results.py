@@ -125,12 +125,14 @@ class SimResult:
         head = derived[0]
         knobs = frozenset(p.name for p in policy_params(self.config.policy))
         fleet = bool(self.config.clusters) or self.in_fleet
-        warnings = [f.message for f in findings(head, self.run, knobs, fleet)]
+        found = findings(head, self.run, knobs, fleet)
+        warnings, codes = [f.message for f in found], [f.code for f in found]
         # A fleet's totals can hide one cluster's backlog or thrashing: each cluster's say too
         # (each names its cluster: "<run> on <cluster>: ...").
         for part in self.per_cluster.values() if len(self.per_cluster) > 1 else ():
             warnings += part.warnings
-        head["warnings"] = warnings
+            codes += part.warning_codes
+        head["warnings"], head["warning_codes"] = warnings, codes
         for message in warnings if self.log_warnings else ():
             log.warning("%s", message)
         return derived
@@ -237,10 +239,17 @@ class SimResult:
 
     @property
     def warnings(self) -> list[str]:
-        """What the headline numbers may hide (thrashing, a backlog, jobs that gave
-        up, impact counting work thrown away), a sentence each; also logged once and in ``summary()["warnings"]``
-        (``impactlab.analysis.findings`` holds the thresholds)."""
+        """What the headline numbers may hide (thrashing, a backlog, jobs that gave up, impact
+        counting work thrown away), a sentence each; also logged once and in
+        ``summary()["warnings"]`` (``impactlab.analysis.findings`` holds the thresholds)."""
         return list(self._derived[0]["warnings"])
+
+    @property
+    def warning_codes(self) -> list[str]:
+        """The code of each of ``warnings``, in order ("thrashing", "backlog", "gave_up",
+        "impact_gap"; a fleet's clusters' after the organisation's): what a script tests
+        (also ``summary()["warning_codes"]``)."""
+        return list(self._derived[0]["warning_codes"])
 
     def metrics(self) -> dict[str, float | int]:
         """Headline metrics as one flat dict of numbers (no wall time): see ``flat_metrics``."""

@@ -59,7 +59,7 @@ from .machine import BACKENDS, Backend, resources
 log = logging.getLogger(__name__)
 
 #: Bookkeeping columns of a sweep frame, between the config columns and the metrics.
-META = ("run_key", "point_key", "status", "error", "warnings", "wall_s")
+META = ("run_key", "point_key", "status", "error", "warnings", "warning_codes", "wall_s")
 RUNS = "runs"
 MANIFEST = "sweep.json"
 _METRIC_PREFIXES = ("preemptions.", "wait_", "queued_")
@@ -320,6 +320,7 @@ def run_one(
             "metrics": result.metrics(),
             "provenance": result.provenance,
             "warnings": result.warnings,
+            "warning_codes": result.warning_codes,
         }
     except Exception as err:
         record = failure(err)
@@ -682,6 +683,7 @@ def row_of(run: Run, record: Mapping[str, Any]) -> dict[str, Any]:
         "status": record["status"],
         "error": record.get("error", ""),
         "warnings": " | ".join(record.get("warnings", [])),
+        "warning_codes": ",".join(record.get("warning_codes", [])),
         "wall_s": float(record.get("wall_s", math.nan)),
     }
     return {**run.config.flat(), **meta, **record.get("metrics", {})}
