@@ -248,6 +248,18 @@ def test_the_headline_counts_the_runs_that_warned_per_config():
     assert table[["seeds", "warned"]].values.tolist() == [[2, "1 of 3"], [1, "0 of 1"]]
 
 
+def test_the_sweep_says_once_how_many_runs_warned_and_of_what(caplog):
+    frame = pd.DataFrame(
+        {
+            "warnings": ["a: a backlog | a: 9 funded jobs gave up", "", "b: a backlog"],
+            "warning_codes": ["backlog,gave_up", "", "backlog"],
+        }
+    )
+    with caplog.at_level("WARNING", logger="impactlab"):
+        sweep_module._say_warnings(frame)
+    assert "2 of 3 runs warned (backlog 2, gave_up 1)" in caplog.text
+
+
 def test_the_sweep_report_says_each_warned_runs_sentences(serial):
     frame, out = serial
     warned = frame[frame["warnings"].fillna("") != ""]

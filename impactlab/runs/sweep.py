@@ -566,12 +566,21 @@ def sweep(
 
 
 def _say_warnings(frame: pd.DataFrame) -> None:
-    """One line for the runs that warned (thrashing, a backlog, ...): each run's sentences are in
-    its ``warnings`` column."""
+    """One line for the runs that warned (thrashing, a backlog, ...), with how many runs said
+    each: each run's sentences are in its ``warnings`` column."""
     said = frame["warnings"].fillna("").astype(str) if "warnings" in frame else pd.Series(dtype=str)
     warned = int((said != "").sum())
-    if warned:
-        log.warning("%d of %d runs warned: see the sweep's 'warnings' column", warned, len(frame))
+    if not warned:
+        return
+    codes = frame.get("warning_codes", pd.Series(dtype=str)).fillna("").astype(str)
+    counts = pd.Series([c for text in codes for c in set(text.split(",")) if c]).value_counts()
+    which = ", ".join(f"{code} {n}" for code, n in counts.items())
+    log.warning(
+        "%d of %d runs warned%s: see the sweep's 'warnings' column (or the report of its folder)",
+        warned,
+        len(frame),
+        f" ({which})" if which else "",
+    )
 
 
 def _check_out(out: str | Path) -> Path:
