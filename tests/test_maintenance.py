@@ -19,6 +19,7 @@ from collections import defaultdict
 from functools import cache, cached_property
 from itertools import pairwise
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -40,7 +41,8 @@ from impactlab import (
     make_policy,
     simulate,
 )
-from impactlab.analysis.metrics import window_name
+from impactlab.analysis.metrics import merged_spans, window_name
+from impactlab.analysis.tables import held_steps
 from impactlab.base.config import check_maintenance
 from impactlab.cli import main
 from impactlab.inputs.scenario import ScenarioError, scenario_dict
@@ -341,6 +343,26 @@ def test_a_failed_node_announced_before_it_is_noticed_goes_down_once_repaired(ea
     assert at(ev, "vacated", node=node) == at(ev, "maintenance_down", node=node) == [repaired]
     assert at(ev, "maintenance_up", node=node) == [repaired + 5 * H]
     assert result.maintenance()["free_h"].tolist() == pytest.approx([(repaired / H - announce_h)])
+    # out of service once, from the failure until back from maintenance (not twice while both)
+    closed = result._closed[result._closed["node"] == node]
+    assert closed[["down_s", "up_s"]].to_numpy().tolist()[0] == [failed, repaired + 5 * H]
+    # so the GPUs jobs hold on healthy nodes, once all changes at a time are in, never go below 0
+    att = result._attempts
+    t, held = held_steps(att, result._closed, np.zeros(len(att), int), 1, 8)
+    assert held[np.r_[t[1:] != t[:-1], True]].min() >= 0
+
+
+def test_spans_of_a_node_that_overlap_or_touch_are_merged():
+    spans = pd.DataFrame(
+        {
+            "node": [2, 1, 1, 1, 2, 1],
+            "down_s": [0.0, 10.0, 0.0, 30.0, 5.0, 40.0],
+            "up_s": [5.0, 20.0, 12.0, 35.0, 6.0, 45.0],
+        }
+    )
+    merged = merged_spans(spans)
+    assert merged.to_numpy().tolist() == [[1, 0, 20], [1, 30, 35], [1, 40, 45], [2, 0, 6]]
+    assert merged_spans(spans.iloc[:0]).empty
 
 
 def test_a_node_in_a_maintenance_window_does_not_fail():

@@ -878,7 +878,7 @@ def summarise(
         **backlog(events, window, len(table), kinds),
         **session_summary(events, keys, att, resubmitted, window),
         **health_summary(events, att, window, horizon_s, down, kinds),
-        **maintenance_summary(events, gpus_per_node, horizon_s, kinds, att),
+        **maintenance_summary(events, gpus_per_node, horizon_s, kinds, att, down),
         "preemptions_by_kind": {
             str(k): int(n)
             for k, n in pd.Series(keys.kind[job[preempts]]).value_counts().sort_index().items()
@@ -1100,16 +1100,36 @@ def out_of_service(
     down: pd.DataFrame | None = None,
     closed: bool = False,
 ) -> pd.DataFrame:
-    """``down_intervals`` and, after them, one row per node down for planned maintenance (repair
-    "maintenance"; up_s the horizon if not back by then): when a node is out of service.
-    ``closed``: from the maintenance's announcement on (a cordoned node takes no new job), as
-    for the GPUs a job could be given. ``down``: ``down_intervals(events, horizon_s)`` when the
-    caller has it."""
+    """When each node was out of service: node, down_s, up_s, sorted by node and time, the spans
+    of one node disjoint. A node is out while it is down for a repair (``down_intervals``) or
+    for planned maintenance (up_s the horizon if not back by then); a node that fails while it
+    is taken for maintenance is out once, not twice. ``closed``: planned maintenance counts from
+    its announcement on (a cordoned node takes no new job), as for the GPUs a job could be
+    given. ``down``: ``down_intervals(events, horizon_s)`` when the caller has it."""
     kinds = _event_kinds(events, kinds)
     down = down_intervals(events, horizon_s, kinds) if down is None else down
     went = Ev.CORDON if closed else Ev.MAINT_DOWN
-    planned = _intervals(events, horizon_s, kinds, went, Ev.MAINT_UP).assign(repair="maintenance")
-    return pd.concat([down, planned], ignore_index=True) if len(planned) else down
+    planned = _intervals(events, horizon_s, kinds, went, Ev.MAINT_UP)
+    return merged_spans(pd.concat([down, planned], ignore_index=True))
+
+
+def merged_spans(spans: pd.DataFrame) -> pd.DataFrame:
+    """``spans`` (node, down_s, up_s) with the spans of each node that overlap or touch merged
+    into one: node, down_s, up_s, sorted by node and time."""
+    spans = spans.sort_values(["node", "down_s"], kind="stable")
+    node, down_s = spans["node"].to_numpy(int), spans["down_s"].to_numpy(float)
+    up_s = spans["up_s"].to_numpy(float)
+    reach = spans.groupby("node", sort=False)["up_s"].cummax().to_numpy(float)  # latest end so far
+    new = np.ones(len(spans), bool)
+    new[1:] = (node[1:] != node[:-1]) | (down_s[1:] > reach[:-1])
+    first = np.flatnonzero(new)
+    return pd.DataFrame(
+        {
+            "node": node[first],
+            "down_s": down_s[first],
+            "up_s": np.maximum.reduceat(up_s, first) if len(first) else up_s[:0],
+        }
+    )
 
 
 def _intervals(
@@ -1151,33 +1171,48 @@ def held_gpu_s(
 def down_overlaps(att: pd.DataFrame, down: pd.DataFrame, gpus_per_node: int) -> pd.DataFrame:
     """Where attempts ran on a node while it was down: attempt (position in ``att``), row
     (position in ``down``), start_s, end_s (end >= start) and the GPUs the attempt held on that
-    node. ``down`` may be any intervals of nodes: node, down_s, up_s."""
-    if down.empty or att.empty:
-        return pd.DataFrame(
-            {
-                "attempt": np.zeros(0, int),
-                "row": np.zeros(0, int),
-                "start_s": np.zeros(0),
-                "end_s": np.zeros(0),
-                "gpus": np.zeros(0),
-            }
-        )
-    rows = att.assign(
-        attempt=np.arange(len(att)), share=np.minimum(att["gpus"].to_numpy(), gpus_per_node)
+    node. ``down`` may be any intervals of nodes: node, down_s, up_s. Only the attempts that ran
+    while some node was down are split into their nodes (most attempts never meet one)."""
+    down_s, up_s = down["down_s"].to_numpy(float), down["up_s"].to_numpy(float)
+    start, end = att["start_s"].to_numpy(float), att["end_s"].to_numpy(float)
+    met = np.zeros(len(att), bool)
+    if len(down):  # the union of all spans, whichever node: [lo[k], hi[k]] sorted and disjoint
+        union = merged_spans(pd.DataFrame({"node": 0, "down_s": down_s, "up_s": up_s}))
+        lo, hi = union["down_s"].to_numpy(), union["up_s"].to_numpy()
+        k = np.searchsorted(hi, start)  # the first span that ends at or after the start
+        met = k < len(hi)
+        met[met] = lo[k[met]] <= end[met]
+    near = np.flatnonzero(met)
+    rows = pd.DataFrame(
+        {
+            "attempt": near,
+            "node": att["nodes"].to_numpy(object)[near],
+            "start_s": start[near],
+            "end_s": end[near],
+            "share": np.minimum(att["gpus"].to_numpy()[near], gpus_per_node),
+        }
     )
-    rows = rows.assign(node=rows["nodes"].str.split(",")).explode("node")
+    rows = rows.assign(node=rows["node"].str.split(",")).explode("node")
     rows["node"] = rows["node"].astype(int)
-    spans = down[["node", "down_s", "up_s"]].assign(row=np.arange(len(down)))
+    spans = pd.DataFrame(
+        {
+            "node": down["node"].to_numpy(int),
+            "down_s": down_s,
+            "up_s": up_s,
+            "row": range(len(down)),
+        }
+    )
     pairs = rows.merge(spans, on="node")
-    start = np.maximum(pairs["start_s"].to_numpy(), pairs["down_s"].to_numpy())
-    end = np.minimum(pairs["end_s"].to_numpy(), pairs["up_s"].to_numpy())
+    start = np.maximum(pairs["start_s"].to_numpy(float), pairs["down_s"].to_numpy(float))
+    end = np.minimum(pairs["end_s"].to_numpy(float), pairs["up_s"].to_numpy(float))
+    met = end >= start
     return pd.DataFrame(
         {
-            "attempt": pairs["attempt"].to_numpy(),
-            "row": pairs["row"].to_numpy(),
-            "start_s": start,
-            "end_s": np.maximum(start, end),
-            "gpus": pairs["share"].to_numpy(dtype=float),
+            "attempt": pairs["attempt"].to_numpy(int)[met],
+            "row": pairs["row"].to_numpy(int)[met],
+            "start_s": start[met],
+            "end_s": end[met],
+            "gpus": pairs["share"].to_numpy(dtype=float)[met],
         }
     )
 
@@ -1272,6 +1307,7 @@ def maintenance_table(
     horizon_s: float,
     kinds: EventKinds | None = None,
     att: pd.DataFrame | None = None,
+    down: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """One row per node and maintenance window: when it was announced (``cordon``), when its
     last job left (``vacated``), when it went down and came back (NaN if not by the horizon),
@@ -1281,7 +1317,7 @@ def maintenance_table(
     once empty (``idle_gpu_hours``; time it was down meanwhile, for a repair or an earlier
     window, is not idle). Whole run: maintenance is planned for given times, so it is reported
     whether or not it falls in the reporting window. ``att``: ``attempts(events, horizon_s)``
-    when the caller has it."""
+    and ``down``: ``down_intervals(events, horizon_s)`` when the caller has them."""
     kinds = _event_kinds(events, kinds)
     columns = [
         "window", "node", "announced_s", "vacated_s", "down_s", "up_s", "free_h",
@@ -1306,14 +1342,14 @@ def maintenance_table(
             i for i, nodes in enumerate(evict_nodes) if evict_window[i] == name and node in nodes
         ]
         lost = evicts.iloc[hit]
-        vacated, down = times[Ev.VACATED], times[Ev.MAINT_DOWN]
+        vacated, went_down = times[Ev.VACATED], times[Ev.MAINT_DOWN]
         rows.append(
             {
                 "window": name,
                 "node": node,
                 "announced_s": float(t0),
                 "vacated_s": vacated,
-                "down_s": down,
+                "down_s": went_down,
                 "up_s": times[Ev.MAINT_UP],
                 "free_h": (vacated - t0) / 3600.0,
                 "evicted": len(lost),
@@ -1322,7 +1358,7 @@ def maintenance_table(
         )
     table = pd.DataFrame(rows, columns=columns)
     table["idle_gpu_hours"] = (
-        _closed_idle_gpu_s(events, table, gpus_per_node, horizon_s, kinds, att) / 3600.0
+        _closed_idle_gpu_s(events, table, gpus_per_node, horizon_s, kinds, att, down) / 3600.0
     )
     return table
 
@@ -1334,6 +1370,7 @@ def _closed_idle_gpu_s(
     horizon_s: float,
     kinds: EventKinds,
     att: pd.DataFrame | None,
+    down: pd.DataFrame | None,
 ) -> np.ndarray:
     """Per row of a ``maintenance_table``: GPU-seconds its node stood closed and idle, from the
     announcement until it went down (or the horizon), while it was in service (not down for a
@@ -1343,31 +1380,32 @@ def _closed_idle_gpu_s(
             "node": table["node"].to_numpy(int),
             "down_s": table["announced_s"].to_numpy(float),
             "up_s": table["down_s"].fillna(horizon_s).to_numpy(float),
+            "row": np.arange(len(table)),
         }
     )
-    gone = out_of_service(events, horizon_s, kinds)[["node", "down_s", "up_s"]]
-    pairs = closed.assign(row=np.arange(len(closed))).merge(gone, on="node", suffixes=("", "_out"))
+    gone = out_of_service(events, horizon_s, kinds, down)  # disjoint spans per node
+    pairs = closed.merge(gone, on="node", suffixes=("", "_out"))
     start = np.maximum(pairs["down_s"].to_numpy(), pairs["down_s_out"].to_numpy())
+    end = np.minimum(pairs["up_s"].to_numpy(), pairs["up_s_out"].to_numpy())
+    met = end > start
     out = pd.DataFrame(  # the closed time each row's node was out of service
         {
-            "node": pairs["node"].to_numpy(int),
-            "down_s": start,
-            "up_s": np.maximum(start, np.minimum(pairs["up_s"], pairs["up_s_out"]).to_numpy()),
+            "node": pairs["node"].to_numpy(int)[met],
+            "down_s": start[met],
+            "up_s": end[met],
+            "row": pairs["row"].to_numpy(int)[met],
         }
     )
+    out_s = np.bincount(out["row"], (out["up_s"] - out["down_s"]).to_numpy(), len(closed))
+    in_service_s = (closed["up_s"] - closed["down_s"]).to_numpy() - out_s
+    # GPU-seconds jobs held on the node while closed, less while it was out of service: one pass
+    spans = pd.concat([closed, out], ignore_index=True)
+    sign = np.r_[np.ones(len(closed)), -np.ones(len(out))]
     att = attempts(events, horizon_s, kinds=kinds) if att is None else att
-
-    def held_gpu_s(spans: pd.DataFrame, row: np.ndarray) -> np.ndarray:
-        """GPU-seconds jobs held on each span's node during it, summed per closed row."""
-        held = down_overlaps(att, spans, gpus_per_node)
-        gpu_s = (held["end_s"] - held["start_s"]).to_numpy() * held["gpus"].to_numpy()
-        return np.bincount(row[held["row"].to_numpy(int)], gpu_s, minlength=len(closed))
-
-    rows, out_rows = np.arange(len(closed)), pairs["row"].to_numpy(int)
-    in_service_s = (closed["up_s"] - closed["down_s"]).to_numpy() - np.bincount(
-        out_rows, (out["up_s"] - out["down_s"]).to_numpy(), minlength=len(closed)
-    )
-    held_s = held_gpu_s(closed, rows) - held_gpu_s(out, out_rows)
+    held = down_overlaps(att, spans, gpus_per_node)
+    span = held["row"].to_numpy(int)
+    gpu_s = (held["end_s"] - held["start_s"]).to_numpy() * held["gpus"].to_numpy() * sign[span]
+    held_s = np.bincount(spans["row"].to_numpy(int)[span], gpu_s, len(closed))
     return np.maximum(gpus_per_node * in_service_s - held_s, 0.0)  # (rounding: never below 0)
 
 
@@ -1377,13 +1415,14 @@ def maintenance_summary(
     horizon_s: float,
     kinds: EventKinds | None = None,
     att: pd.DataFrame | None = None,
+    down: pd.DataFrame | None = None,
 ) -> dict[str, object]:
     """What planned maintenance cost (``maintenance_table`` summed): nodes taken, the longest
     and mean hours from announcement to a free node (a node still not free at the horizon counts
     until the horizon, and ``maintenance_unfreed`` says how many), jobs evicted and the work
     they lost, GPU-hours idle on closed nodes. Zero and NaN without a plan."""
     kinds = _event_kinds(events, kinds)
-    table = maintenance_table(events, gpus_per_node, horizon_s, kinds, att)
+    table = maintenance_table(events, gpus_per_node, horizon_s, kinds, att, down)
     free_h = table["free_h"].fillna((horizon_s - table["announced_s"]) / 3600.0)
     evicts = events[kinds.mask(Ev.EVICT)]
     return {

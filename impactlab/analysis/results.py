@@ -422,7 +422,12 @@ class SimResult:
         c = self.config
         return self._tagged(
             maintenance_table(
-                self.events, c.gpus_per_node, c.horizon_s, self._event_kinds, self._attempts
+                self.events,
+                c.gpus_per_node,
+                c.horizon_s,
+                self._event_kinds,
+                self._attempts,
+                self._down,
             )
         )
 
