@@ -847,8 +847,12 @@ def sweep_command(args: argparse.Namespace) -> int:
         print(frame.to_json(orient="records"))
     elif len(failed) < len(frame):
         print(headline_table(summarise_sweep(frame)).to_string(index=False))
-    for error in failed["error"]:
-        print(f"impactlab: run failed: {error}", file=sys.stderr)
+    if len(failed):  # (each failure was logged as it happened, with its config and error)
+        print(
+            f"impactlab: {len(failed)} of {len(frame)} runs failed (each named above with its "
+            "error" + ("; the same command retries only them)" if args.out else ")"),
+            file=sys.stderr,
+        )
     return 1 if len(failed) else 0
 
 

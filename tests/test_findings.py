@@ -163,6 +163,36 @@ def test_a_shrinking_but_large_queue_is_a_backlog():
     assert "9,000 -> 60,000 -> 45,000 -> 30,000 -> 26,597" in found.message
 
 
+def test_one_job_is_said_in_the_singular():
+    s = summary(
+        queued_at_end=1, queued_at_end_share=0.2, withdrawn_funded=1, withdrawn_funded_share=0.5
+    )
+    backlog, gave_up = (x.message for x in f.findings(s, "fifo", CAP))
+    assert backlog.startswith("fifo: a backlog: 1 job (20% of the run's) is still queued")
+    assert gave_up.startswith("fifo: 1 funded job (50% of the funded jobs, 1.0% of the funded")
+    assert "gave up waiting and was withdrawn" in gave_up and "leave its work out" in gave_up
+
+
+def test_patience_is_advised_only_where_it_would_change_the_run():
+    """``patience_hours`` gives a patience to a replayed trace's jobs that record none: advised
+    for such a trace, not once every job has one, nor for the synthetic workload (it has its
+    own, and the knob leaves it alone)."""
+    advice = "the jobs need a patience (patience_hours)"
+    said = {
+        no_patience: f.findings(summary(queued_at_end_share=0.2), "fifo", CAP, False, no_patience)
+        for no_patience in (False, True)
+    }
+    assert advice in said[True][0].message and advice not in said[False][0].message
+    config = il.SimConfig(policy="fifo", gpus=16, days=4, **INSTANT)
+    replayed = il.simulate(config, trace=overloaded()).summary()["warnings"]
+    assert any(advice in w for w in replayed)
+    patient = il.simulate(config.with_params(patience_hours=24.0), trace=overloaded())
+    assert not any(advice in w for w in patient.summary()["warnings"])
+    synthetic = il.simulate(il.SimConfig(policy="fifo", gpus=16, days=4, demand=6.0, **INSTANT))
+    warned = synthetic.summary()["warnings"]
+    assert any("a backlog" in w for w in warned) and not any(advice in w for w in warned)
+
+
 @pytest.mark.parametrize(
     ("gap", "fires"), [(f.IMPACT_GAP - 0.001, False), (f.IMPACT_GAP + 0.001, True)]
 )

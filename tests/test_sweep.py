@@ -204,6 +204,15 @@ def test_a_failing_run_is_recorded_and_the_others_run(tmp_path):
         "error",
     ]  # failed runs are retried, finished ones are not
     assert "no-such-trace.csv" in build_report(tmp_path / "s")
+    # a finished run's label says which trace it ran, though the axis's other value failed
+    given = str(Path(__file__).parent / "fixtures" / "generic_trace.csv")
+    frame = sweep(
+        il.SimConfig(gpus=64, days=1),
+        {"trace_path": [given, missing]},
+        backend="serial",
+        progress=False,
+    )
+    assert summarise_sweep(frame)["label"].unique().tolist() == [f"trace_path={given}"]
 
 
 # ----- statistics and charts --------------------------------------------------------------------
@@ -248,16 +257,17 @@ def test_the_headline_counts_the_runs_that_warned_per_config():
     assert table[["seeds", "warned"]].values.tolist() == [[2, "1 of 3"], [1, "0 of 1"]]
 
 
-def test_the_sweep_says_once_how_many_runs_warned_and_of_what(caplog):
+def test_the_sweep_says_once_how_many_finished_runs_warned_and_of_what(caplog):
     frame = pd.DataFrame(
         {
-            "warnings": ["a: a backlog | a: 9 funded jobs gave up", "", "b: a backlog"],
-            "warning_codes": ["backlog,gave_up", "", "backlog"],
+            "status": ["ok", "ok", "ok", "error"],  # (a failed run neither warned nor not)
+            "warnings": ["a: a backlog | a: 9 funded jobs gave up", "", "b: a backlog", ""],
+            "warning_codes": ["backlog,gave_up", "", "backlog", ""],
         }
     )
     with caplog.at_level("WARNING", logger="impactlab"):
         sweep_module._say_warnings(frame)
-    assert "2 of 3 runs warned (backlog 2, gave_up 1)" in caplog.text
+    assert "2 of 3 finished runs warned (backlog 2, gave_up 1)" in caplog.text
 
 
 def test_the_sweep_report_says_each_warned_runs_sentences(serial):
@@ -382,6 +392,21 @@ def test_ctrl_c_is_one_line_and_status_130(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(cli, "run", interrupted)
     assert cli.main(["simulate", "--policy", "fifo", "--gpus", "16"]) == 130
     assert capsys.readouterr().err == "impactlab: interrupted\n"
+
+
+def test_cli_names_each_failed_run_once_and_counts_them(tmp_path, capsys, caplog):
+    missing = str(tmp_path / "no-such-trace.csv")
+    args = ["sweep", "--gpus", "16", "--days", "0.5", "--grid", f"trace_path={missing}"]
+    args += ["--backend", "serial", "--no-progress", "--out", str(tmp_path / "s")]
+    with caplog.at_level("WARNING", logger="impactlab"):
+        assert cli.main(args) == 1
+    err = capsys.readouterr().err
+    assert caplog.text.count(") failed: TraceError") == 1  # the run, its config and its error
+    assert "no-such-trace.csv" not in err
+    assert (
+        "impactlab: 1 of 1 runs failed (each named above with its error; the same command "
+        "retries only them)" in err
+    )
 
 
 def test_cli_sweep_then_report(tmp_path, capsys):

@@ -46,14 +46,20 @@ class Finding:
 
 
 def findings(
-    summary: Mapping[str, Any], run: str, knobs: frozenset[str] = frozenset(), fleet: bool = False
+    summary: Mapping[str, Any],
+    run: str,
+    knobs: frozenset[str] = frozenset(),
+    fleet: bool = False,
+    no_patience: bool = False,
 ) -> list[Finding]:
     """The findings of one run's ``summary()``; ``knobs`` are the parameters its policy declares
     (to name the one that changes the outcome); ``fleet``: the run is a fleet's, or one of its
-    clusters (more GPUs come from its clusters' sizes, not from ``gpus``)."""
+    clusters (more GPUs come from its clusters' sizes, not from ``gpus``); ``no_patience``: the
+    run replays a trace some of whose jobs record no patience (``patience_hours`` would give
+    them one)."""
     found = [
         _thrashing(summary, run, knobs),
-        _backlog(summary, run, fleet),
+        _backlog(summary, run, fleet, no_patience),
         _gave_up(summary, run, fleet),
         _impact_gap(summary, run),
     ]
@@ -95,22 +101,30 @@ def _protection_advice(knobs: frozenset[str]) -> str:
     return "this policy has no contract to protect them (under legacy, only an opt-out does: preemptible=False)"
 
 
-def _backlog(s: Mapping[str, Any], run: str, fleet: bool = False) -> Finding | None:
+def _backlog(
+    s: Mapping[str, Any], run: str, fleet: bool = False, no_patience: bool = False
+) -> Finding | None:
     share = _number(s.get("queued_at_end_share"))
     median = _number(((s.get("wait_s") or {}).get("all") or {}).get("p50"))
     if not (share > QUEUED_SHARE or median > MEDIAN_WAIT_S or s.get("backlog_growing")):
         return None
     waited = f"{median / HOUR_S:,.1f} h" if math.isfinite(median) else "an undefined time"
     quarters = queue_path(s.get("queue_quarters") or [])
+    queued = int(s.get("queued_at_end") or 0)
+    patience = (
+        ", and if their owners would have given up, the jobs need a patience (patience_hours)"
+        if no_patience
+        else ""
+    )
     return Finding(
         "backlog",
-        f"{run}: a backlog: {s.get('queued_at_end', 0):,} jobs ({_share(share)} of the run's) "
-        f"are still queued at the end (queue over the window: {quarters}) and the median job "
-        f"waited {waited} to start (warned above {QUEUED_SHARE:.0%} queued, a "
-        f"{MEDIAN_WAIT_S / HOUR_S:g} h median or a queue growing through the window); the "
-        "waits of the jobs still queued stop at the run's end, so the waits shown are shorter "
-        f"than theirs will be: if that work should have run, it needs {_more_gpus(fleet)}, "
-        "and if its owners would have given up, the jobs a patience (patience_hours)",
+        f"{run}: a backlog: {_count(queued, 'job')} ({_share(share)} of the run's) "
+        f"{'is' if queued == 1 else 'are'} still queued at the end (queue over the window: "
+        f"{quarters}) and the median job waited {waited} to start (warned above "
+        f"{QUEUED_SHARE:.0%} queued, a {MEDIAN_WAIT_S / HOUR_S:g} h median or a queue growing "
+        "through the window); the waits of the jobs still queued stop at the run's end, so the "
+        "waits shown are shorter than theirs will be: if that work should have run, it needs "
+        f"{_more_gpus(fleet)}{patience}",
     )
 
 
@@ -121,12 +135,14 @@ def _gave_up(s: Mapping[str, Any], run: str, fleet: bool = False) -> Finding | N
     )
     if not (jobs > WITHDRAWN_SHARE or work > WITHDRAWN_SHARE):
         return None
+    gone = int(s.get("withdrawn_funded") or 0)
+    were, their = ("was", "its") if gone == 1 else ("were", "their")
     return Finding(
         "gave_up",
-        f"{run}: {s.get('withdrawn_funded', 0):,} funded jobs ({_share(jobs)} of the funded "
-        f"jobs, {_share(work)} of the funded work asked for in GPUs x run time) gave up waiting "
-        f"and were withdrawn (warned above {WITHDRAWN_SHARE:.0%} of either); the results leave "
-        "their work out: a job is owed GPU time only while it waits, so impact does not count "
+        f"{run}: {_count(gone, 'funded job')} ({_share(jobs)} of the funded jobs, "
+        f"{_share(work)} of the funded work asked for in GPUs x run time) gave up waiting and "
+        f"{were} withdrawn (warned above {WITHDRAWN_SHARE:.0%} of either); the results leave "
+        f"{their} work out: a job is owed GPU time only while it waits, so impact does not count "
         "the run time it gave up, and its wait ends at the withdrawal, so waits look shorter "
         "than they would have been; if that work should have run, it needs a policy that "
         f"starts it sooner or {_more_gpus(fleet)}",
@@ -156,6 +172,11 @@ def _impact_gap(s: Mapping[str, Any], run: str) -> Finding | None:
 def queue_path(quarters: list[int]) -> str:
     """The queue at the window's start and at the end of each quarter: "12 -> 40 -> 35 -> 51 -> 60"."""
     return " -> ".join(f"{q:,}" for q in quarters)
+
+
+def _count(n: int, noun: str) -> str:
+    """``n`` things: "1 job", "1,204 jobs"."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def _share(value: float) -> str:

@@ -125,7 +125,10 @@ class SimResult:
         head = derived[0]
         knobs = frozenset(p.name for p in policy_params(self.config.policy))
         fleet = bool(self.config.clusters) or self.in_fleet
-        found = findings(head, self.run, knobs, fleet)
+        no_patience = self.provenance.get("source") != "synthetic" and bool(
+            np.isinf(self.trace["patience_s"].to_numpy(float)).any()
+        )
+        found = findings(head, self.run, knobs, fleet, no_patience)
         warnings, codes = [f.message for f in found], [f.code for f in found]
         # A fleet's totals can hide one cluster's backlog or thrashing: each cluster's say too
         # (each names its cluster: "<run> on <cluster>: ...").

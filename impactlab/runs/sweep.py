@@ -566,19 +566,21 @@ def sweep(
 
 
 def _say_warnings(frame: pd.DataFrame) -> None:
-    """One line for the runs that warned (thrashing, a backlog, ...), with how many runs said
-    each: each run's sentences are in its ``warnings`` column."""
-    said = frame["warnings"].fillna("").astype(str) if "warnings" in frame else pd.Series(dtype=str)
+    """One line for the runs that warned (thrashing, a backlog, ...), of the runs that finished,
+    with how many runs said each: each run's sentences are in its ``warnings`` column."""
+    ok = frame[frame["status"] == "ok"] if "status" in frame else frame
+    said = ok["warnings"].fillna("").astype(str) if "warnings" in ok else pd.Series(dtype=str)
     warned = int((said != "").sum())
     if not warned:
         return
-    codes = frame.get("warning_codes", pd.Series(dtype=str)).fillna("").astype(str)
+    codes = ok.get("warning_codes", pd.Series(dtype=str)).fillna("").astype(str)
     counts = pd.Series([c for text in codes for c in set(text.split(",")) if c]).value_counts()
     which = ", ".join(f"{code} {n}" for code, n in counts.items())
     log.warning(
-        "%d of %d runs warned%s: see the sweep's 'warnings' column (or the report of its folder)",
+        "%d of %d finished runs warned%s: see the sweep's 'warnings' column (or the report of "
+        "its folder)",
         warned,
-        len(frame),
+        len(ok),
         f" ({which})" if which else "",
     )
 
@@ -752,7 +754,8 @@ def summarise_sweep(frame: pd.DataFrame, metrics: Sequence[str] | None = None) -
     keys = [c for c in config_columns(frame) if c != "seed"]
     stats = _moments(ok, metrics)
     stats = stats.join(configs[keys], on="point_key")
-    stats.insert(0, "label", stats["point_key"].map(labels(configs, keys)))
+    every = frame.drop_duplicates("point_key").set_index("point_key")  # (an axis whose other
+    stats.insert(0, "label", stats["point_key"].map(labels(every, keys)))  # values failed: named)
     stats["runs"] = stats["point_key"].map(ok.groupby("point_key", sort=False).size())
     stats["warned"] = stats["point_key"].map(warned_runs(ok)).astype(int)
     columns = ["point_key", "metric", "n", "mean", "std", "ci_low", "ci_high", "runs", "warned"]
