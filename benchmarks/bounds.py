@@ -3,6 +3,7 @@
     python benchmarks/bounds.py                          # public shape (20,000 jobs, 512 GPUs) and default scenario
     python benchmarks/bounds.py --traces public --repeat 3
     python benchmarks/bounds.py --traces whole --jobs 1000000 --gpus 1024 --repeat 1   # bench_scale's million
+    python benchmarks/bounds.py --traces backlog-none backlog-filled burst   # bench_shapes.py's shapes
 
 Issue 14 asks impactful to run within 3x fifo's time on the same trace, with every event log
 unchanged. This measures how close any exact speed-up could come. One run of impactful
@@ -19,6 +20,13 @@ Two replays then produce the same event log (checked by digest) for less work:
   event (fair-share charges, the index of victims, protection timers, the drain's release
   times), over the events impactful's decisions cause (its preemptions and requeues).
 
+The recording also counts the searches that **repeat a failed search unchanged**: the same
+search key (leaf, GPUs, nodes, tier, reservation) as an earlier failed search, with nothing the
+policy tracks changed since (``sched.epoch``, the ``Searches`` version and refresh count, the
+reservation's version). Remembering failed searches by key, or sharing one answer between the
+jobs of a key, could save at most those; the count of searches that then *succeeded* in such
+an unchanged state shows that even this key and state are not enough to reuse an answer.
+
 fifo and fairshare run the same trace for the ratios. Wall times are the best of
 ``--repeat``; compare ratios within one run (the machine is shared).
 """
@@ -33,6 +41,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
+from bench_shapes import SHAPES, build
 from log_hashes import digest
 from realtrace import public_shape
 
@@ -52,6 +61,9 @@ class Recording:
         default_factory=list
     )
     searches: list[tuple[Room, bool]] = field(default_factory=list)
+    #: Searches with the key and state of the last failed search of their key: how many
+    #: failed again, and how many succeeded.
+    repeats: dict[str, int] = field(default_factory=lambda: {"failed": 0, "made": 0})
 
 
 @contextlib.contextmanager
@@ -76,10 +88,32 @@ MAKE_ROOM, PLAN = Impactful.make_room, Impactful.plan
 def record(run: Callable[[], il.SimResult]) -> tuple[il.SimResult, Recording]:
     """Run impactful once, recording its passes and searches."""
     rec = Recording()
+    failed_in: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # key -> state of its last failure
 
     def make_room(self: Impactful, sched: Any, j: int) -> Room:
+        job, hold = sched.jobs[j], self.hold
+        key = (
+            job.leaf,
+            job.held,
+            job.n_nodes,
+            self.boosts(job),
+            hold is not None and hold.constrains(sched, j, False),
+            self.drain is not None and self.drain.holder == j,
+        )
+        state = (
+            sched.epoch,
+            self.searches.version,
+            self.searches.refreshes,
+            hold.version if hold is not None else 0,
+        )
         room = MAKE_ROOM(self, sched, j)
         rec.searches.append((room, self.searches.missed_fresh))
+        if failed_in.get(key) == state:
+            rec.repeats["made" if room is Room.MADE else "failed"] += 1
+        if room is Room.MADE:
+            failed_in.pop(key, None)
+        else:
+            failed_in[key] = state
         return room
 
     def plan(self: Impactful, sched: Any) -> None:  # called only by a pass the gate lets run
@@ -156,9 +190,13 @@ def traces(
 ) -> Iterator[tuple[str, il.SimConfig, pd.DataFrame, il.BudgetTree]]:
     """(name, impactful's config, trace, budget tree) of each asked trace: the public shape
     (``jobs`` on ``gpus``, 14 days as ``bench_realtrace.py`` runs it, or its whole span as
-    ``bench_scale.py`` does when ``whole``), or the default scenario."""
+    ``bench_scale.py`` does when ``whole``), one of ``bench_shapes.py``'s shapes, or the
+    default scenario."""
     for name in names:
-        if name in ("public", "whole"):
+        if name in SHAPES and name not in ("public", "default"):
+            label, config, trace, tree = build(name)
+            yield label, replace(config, policy="impactful"), trace, tree
+        elif name in ("public", "whole"):
             trace, tree = public_shape(jobs, gpus, 0)
             days = trace_span_days(trace) if name == "whole" else 14
             yield (
@@ -212,6 +250,11 @@ def bench(
             "x_fifo": best[label] / fifo,
             "passes": len(rec.passes) if policy == "impactful" else None,
             "searches": f"{len(rec.searches)} ({failed} failed)" if policy == "impactful" else "",
+            "repeats": (
+                f"{rec.repeats['failed']} ({rec.repeats['made']} made)"
+                if label == "impactful"
+                else ""
+            ),
         }
         for label, _, policy in runs
     ]
@@ -220,13 +263,13 @@ def bench(
 def markdown(rows: list[dict]) -> str:
     """The rows as a markdown table."""
     lines = [
-        "| trace | run | events | engine (s) | x fifo | passes | searches |",
-        "|---|---|---|---|---|---|---|",
+        "| trace | run | events | engine (s) | x fifo | passes | searches | failed again unchanged |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['trace']} | {r['run']} | {r['events']} | {r['wall_s']:.2f} | {r['x_fifo']:.2f} | "
-            f"{r['passes'] or ''} | {r['searches']} |"
+            f"{r['passes'] or ''} | {r['searches']} | {r['repeats']} |"
         )
     return "\n".join(lines)
 
@@ -236,9 +279,10 @@ def main() -> None:
     parser.add_argument(
         "--traces",
         nargs="*",
-        choices=("public", "whole", "default"),
+        choices=("public", "whole", "default", "backlog-none", "backlog-filled", "burst"),
         default=["public", "default"],
-        help="public: the public shape over 14 days; whole: over its whole span",
+        help="public: the public shape over 14 days; whole: over its whole span; the others: "
+        "bench_shapes.py's shapes",
     )
     parser.add_argument("--jobs", type=int, default=20_000, help="jobs of the public shape")
     parser.add_argument("--gpus", type=int, default=512, help="GPUs of the public shape")
