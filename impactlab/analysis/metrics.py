@@ -6,7 +6,9 @@ Time-integrals are clipped to the reporting window [t0, t1].
 
 from __future__ import annotations
 
+import bisect
 import math
+from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
@@ -1327,21 +1329,24 @@ def maintenance_table(
     if cordons.empty:
         return pd.DataFrame({c: [] for c in columns})
     rows = []
-    node_rows = {ev: events[kinds.mask(ev)] for ev in (Ev.VACATED, Ev.MAINT_DOWN, Ev.MAINT_UP)}
+    # Each node event's times by (node, window), in log (time) order; each eviction's lost
+    # GPU-seconds by (window, node), for every node it left
+    steps = {ev: _times_by_node_and_window(events, kinds, ev) for ev in _NODE_STEPS}
     evicts = events[kinds.mask(Ev.EVICT)]
-    evict_window = np.array([window_name(d) for d in evicts["detail"]], dtype=object)
-    evict_nodes = [set(map(int, str(n).split(","))) for n in evicts["nodes"]]
+    lost_by: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for nodes, detail, lost_s, gpus in zip(
+        evicts["nodes"], evicts["detail"], evicts["lost_s"], evicts["gpus"]
+    ):
+        for n in {int(x) for x in str(nodes).split(",")}:
+            lost_by[window_name(detail), n].append(float(lost_s) * float(gpus))
     for t0, node_text, detail in zip(cordons["t_s"], cordons["nodes"], cordons["detail"]):
         node, name = int(node_text), window_name(detail)
         times = {}
-        for ev, frame in node_rows.items():  # the window's first of each on the node
-            names = frame["detail"].map(window_name)
-            mine = frame[(frame["nodes"] == node_text) & (frame["t_s"] >= t0) & (names == name)]
-            times[ev] = float(mine["t_s"].iloc[0]) if len(mine) else math.nan
-        hit = [
-            i for i, nodes in enumerate(evict_nodes) if evict_window[i] == name and node in nodes
-        ]
-        lost = evicts.iloc[hit]
+        for ev, by in steps.items():  # the window's first of each on the node
+            seen = by.get((node_text, name), [])
+            k = bisect.bisect_left(seen, t0)
+            times[ev] = seen[k] if k < len(seen) else math.nan
+        lost = lost_by.get((name, node), [])
         vacated, went_down = times[Ev.VACATED], times[Ev.MAINT_DOWN]
         rows.append(
             {
@@ -1353,7 +1358,7 @@ def maintenance_table(
                 "up_s": times[Ev.MAINT_UP],
                 "free_h": (vacated - t0) / 3600.0,
                 "evicted": len(lost),
-                "evicted_lost_gpu_hours": float((lost["lost_s"] * lost["gpus"]).sum()) / 3600.0,
+                "evicted_lost_gpu_hours": float(np.sum(np.asarray(lost, float))) / 3600.0,
             }
         )
     table = pd.DataFrame(rows, columns=columns)
@@ -1361,6 +1366,21 @@ def maintenance_table(
         _closed_idle_gpu_s(events, table, gpus_per_node, horizon_s, kinds, att, down) / 3600.0
     )
     return table
+
+
+#: The node events of a maintenance window after its announcement, in the order they happen.
+_NODE_STEPS = (Ev.VACATED, Ev.MAINT_DOWN, Ev.MAINT_UP)
+
+
+def _times_by_node_and_window(
+    events: pd.DataFrame, kinds: EventKinds, event: str
+) -> dict[tuple[str, str], list[float]]:
+    """The times of the ``event`` rows of nodes, by (node as logged, window), in log order."""
+    rows = events[kinds.mask(event)]
+    by: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for t, node, detail in zip(rows["t_s"], rows["nodes"], rows["detail"]):
+        by[node, window_name(detail)].append(float(t))
+    return by
 
 
 def _closed_idle_gpu_s(
