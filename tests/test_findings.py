@@ -163,6 +163,37 @@ def test_a_shrinking_but_large_queue_is_a_backlog():
     assert "9,000 -> 60,000 -> 45,000 -> 30,000 -> 26,597" in found.message
 
 
+def test_the_advice_follows_why_the_most_preempted_job_was_preempted():
+    """A job preempted as a borrower of the interactive reserve, or on nodes drained for a gang,
+    is spared by those knobs, not by a longer contract: the sentence names them first."""
+    knobs = {"cap_hours": 8.0, "interactive_reserve": 0.1, "drain_for_gangs": True}
+    reasons = {"interactive reserve": 20, "drain": 10, "fair share": 5}
+    thrash = {
+        "funded_preemptions_per_job_max": 35,
+        "most_preempted_funded_job": "x9",
+        "most_preempted_funded_reasons": reasons,
+    }
+    said = f.findings(summary(**thrash), "impactful", knobs)[0].message
+    assert "(by reason: interactive reserve 20, drain 10, fair share 5)" in said
+    assert said.index("interactive_reserve") < said.index("drain_for_gangs=False")
+    assert said.index("drain_for_gangs=False") < said.index("cap_hours")
+    off = f.findings(summary(**thrash), "impactful", {**knobs, "drain_for_gangs": False})
+    assert "drain_for_gangs" not in off[0].message
+
+
+def test_a_runs_reasons_are_counted_from_its_log():
+    """Under legacy, b (priority 3) preempts the preemptible a (priority 1) once, at 600 s."""
+    rows = [
+        {"job_id": "a", "submit_s": 0.0, "gpus": 8, "duration_s": 4 * HOUR_S, "project": "p",
+         "priority": 1, "preemptible": True},
+        {"job_id": "b", "submit_s": 600.0, "gpus": 8, "duration_s": HOUR_S, "project": "q",
+         "priority": 3},
+    ]  # fmt: skip
+    s = run_tiny(rows, "legacy", horizon_s=6 * HOUR_S).summary()
+    assert s["most_preempted_funded_job"] == "a"
+    assert s["most_preempted_funded_reasons"] == {"priority": 1}
+
+
 def test_one_job_is_said_in_the_singular():
     s = summary(
         queued_at_end=1, queued_at_end_share=0.2, withdrawn_funded=1, withdrawn_funded_share=0.5
@@ -204,7 +235,17 @@ def test_the_advice_names_the_knob_that_protects_the_preempted_jobs():
     thrash = {"funded_preemptions_per_job_max": 74, "most_preempted_funded_job": "x9"}
     impactful = f.findings(summary(**thrash), "impactful", CAP)[0].message
     assert "funded job x9 was preempted 74 times" in impactful
-    assert all(k in impactful for k in ("cap_hours", "contract_default", "protect_unallocated"))
+    assert "cap_hours" in impactful and "min_runtime_s" in impactful
+    # what is already set so, or has nothing to act on, is not advised
+    assert "contract_default" not in impactful  # (no contract passed: the run's protects most)
+    assert "protect_unallocated" not in impactful  # (no unallocated work in this summary)
+    advised = f.findings(
+        summary(**thrash, unallocated_share=0.2), "impactful", CAP, contract="job-length"
+    )[0].message
+    assert "contract_default=job-length" in advised and "protect_unallocated" in advised
+    already = {"cap_hours": 8.0, "protect_unallocated": True}
+    said = f.findings(summary(**thrash, unallocated_share=0.2), "impactful", already)[0].message
+    assert "protect_unallocated" not in said and "cap_hours, now 8 h" in said
     legacy = f.findings(summary(**thrash), "legacy", frozenset())[0].message
     assert "preemptible=False" in legacy and "cap_hours" not in legacy
     lost_only = f.findings(
@@ -352,6 +393,7 @@ def test_the_same_dump_replayed_unprotected_thrashes_and_says_so(dump, capsys, c
         and impactful["impact_useful"] < impactful["impact"]
     )
     assert "impactful: preemption is thrashing" in err and "impactful: impact" in err
+    assert "contract_default=job-length for a trace that declares none" in err
     assert "legacy: preemption is thrashing" not in err
     assert any(w.startswith("impactful: preemption is thrashing") for w in impactful["warnings"])
 
@@ -429,3 +471,18 @@ def test_a_light_load_warns_about_nothing(caplog):
     )
     for r in results:
         assert r.warnings == [] and r.summary()["warnings"] == []
+
+
+@pytest.mark.parametrize("policy", ["impactful", "legacy"])
+def test_the_reasons_of_the_most_preempted_job_add_up_to_its_preemptions(policy):
+    """On a busy synthetic run: the reasons count each of the job's preemptions in the window
+    once, and its starts on draining nodes are those its start rows say."""
+    result = il.simulate(il.SimConfig(policy=policy, gpus=64, days=4, demand=3.0, **INSTANT))
+    s, events = result.summary(), result.events
+    reasons = dict(s["most_preempted_funded_reasons"])
+    drained = reasons.pop(f.DRAINED_STARTS, 0)
+    assert sum(reasons.values()) == s["funded_preemptions_per_job_max"] > 0
+    window = events["t_s"].between(result.window.t0, result.window.t1, inclusive="left")
+    mine = events[window & (events["job_id"] == s["most_preempted_funded_job"])]
+    starts = mine[mine["event"] == "start"]["detail"]
+    assert drained == starts.str.startswith("unprotected: on nodes draining for job").sum()

@@ -33,6 +33,11 @@ WITHDRAWN_SHARE = 0.05
 IMPACT_GAP = 0.10
 
 
+#: In a summary's ``most_preempted_funded_reasons``: the job's starts that were unprotected
+#: because they landed on nodes drained for a gang (not a reason for a preemption, but why one
+#: could happen).
+DRAINED_STARTS = "started on draining nodes"
+
 #: Every finding's code, in the order they are checked.
 WARNING_CODES = ("thrashing", "backlog", "gave_up", "impact_gap")
 
@@ -48,17 +53,21 @@ class Finding:
 def findings(
     summary: Mapping[str, Any],
     run: str,
-    knobs: frozenset[str] = frozenset(),
+    knobs: Mapping[str, Any] | frozenset[str] = frozenset(),
     fleet: bool = False,
     no_patience: bool = False,
+    contract: str | None = None,
 ) -> list[Finding]:
     """The findings of one run's ``summary()``; ``knobs`` are the parameters its policy declares
-    (to name the one that changes the outcome); ``fleet``: the run is a fleet's, or one of its
-    clusters (more GPUs come from its clusters' sizes, not from ``gpus``); ``no_patience``: the
-    run replays a trace some of whose jobs record no patience (``patience_hours`` would give
-    them one)."""
+    (to name the ones that change the outcome), with their values in the run when known (a
+    mapping); ``fleet``: the run is a fleet's, or one of its clusters (more GPUs come from its
+    clusters' sizes, not from ``gpus``); ``no_patience``: the run replays a trace some of whose
+    jobs record no patience (``patience_hours`` would give them one); ``contract``: the
+    ``contract_default`` that would protect a replayed trace's jobs longer than the run did
+    (None: none would, or the trace declares its own).
+    """
     found = [
-        _thrashing(summary, run, knobs),
+        _thrashing(summary, run, knobs, contract),
         _backlog(summary, run, fleet, no_patience),
         _gave_up(summary, run, fleet),
         _impact_gap(summary, run),
@@ -66,15 +75,27 @@ def findings(
     return [f for f in found if f is not None]
 
 
-def _thrashing(s: Mapping[str, Any], run: str, knobs: frozenset[str]) -> Finding | None:
+def _thrashing(
+    s: Mapping[str, Any],
+    run: str,
+    knobs: Mapping[str, Any] | frozenset[str],
+    contract: str | None = None,
+) -> Finding | None:
     lost, most = (
         _number(s.get("preemption_lost_share")),
         int(s.get("funded_preemptions_per_job_max") or 0),
     )
     if not (lost > LOST_SHARE or most > PREEMPTIONS_PER_JOB):
         return None
+    reasons: Mapping[str, int] = s.get("most_preempted_funded_reasons") or {}
+    why = ", ".join(f"{kind} {n}" for kind, n in reasons.items() if kind != DRAINED_STARTS)
+    drained = reasons.get(DRAINED_STARTS, 0)
+    notes = [f"by reason: {why}"] if why else []
+    if drained:
+        notes.append(f"{drained} of its starts were unprotected, on nodes draining for a gang")
     worst = (
         f"funded job {s.get('most_preempted_funded_job')} was preempted {most} times"
+        + (f" ({'; '.join(notes)})" if notes else "")
         if most
         else "no funded job was preempted"
     )
@@ -82,23 +103,63 @@ def _thrashing(s: Mapping[str, Any], run: str, knobs: frozenset[str]) -> Finding
         "thrashing",
         f"{run}: preemption is thrashing: {_share(lost)} of the delivered GPU time was "
         f"lost to it and {worst} (warned above {LOST_SHARE:.0%} lost or "
-        f"{PREEMPTIONS_PER_JOB} preemptions of one funded job); {_protection_advice(knobs)}",
+        f"{PREEMPTIONS_PER_JOB} preemptions of one funded job); "
+        f"{_protection_advice(knobs, reasons, s, contract)}",
     )
 
 
-def _protection_advice(knobs: frozenset[str]) -> str:
-    """The knobs that protect preempted jobs, as far as the policy has them."""
+def _protection_advice(
+    knobs: Mapping[str, Any] | frozenset[str],
+    reasons: Mapping[str, int],
+    s: Mapping[str, Any],
+    contract: str | None,
+) -> str:
+    """The knobs that would spare the preempted jobs, as far as the policy has them and they
+    are not already set so: the ones behind the most preempted job's reasons first."""
+
+    def value(name: str, default: Any = None) -> Any:
+        return knobs.get(name, default) if isinstance(knobs, Mapping) else default
+
+    levers: list[tuple[int, str]] = []  # (how many of the job's preemptions it concerns, lever)
+    if reasons.get("interactive reserve") and "interactive_reserve" in knobs:
+        levers.append(
+            (
+                reasons["interactive reserve"],
+                (
+                    "a smaller interactive reserve (interactive_reserve), whose borrowers yield to "
+                    "debug and interactive work at once"
+                ),
+            )
+        )
+    drained = max(reasons.get("drain", 0), reasons.get(DRAINED_STARTS, 0))
+    if drained and value("drain_for_gangs", True) and "drain_for_gangs" in knobs:
+        levers.append(
+            (
+                drained,
+                (
+                    "no draining for gangs (drain_for_gangs=False): a job started on the nodes a "
+                    "gang waits for is unprotected, and yields to it"
+                ),
+            )
+        )
+    levers.sort(key=lambda lever: -lever[0])  # (stable: the reserve first on a tie)
+    said = [lever for _, lever in levers]
     if "cap_hours" in knobs:
-        unallocated = (
-            " (and protect_unallocated for unallocated work)"
-            if "protect_unallocated" in knobs
-            else ""
-        )
+        cap = value("cap_hours")
+        longer = [f"the protection cap (cap_hours{f', now {cap:g} h' if cap else ''})"]
+        longer.append("minimum runtimes in the trace (min_runtime_s)")
+        if contract:
+            longer.append(f"contract_default={contract} for a trace that declares none")
+        unallocated = _number(s.get("unallocated_share")) > 0
+        if unallocated and "protect_unallocated" in knobs and not value("protect_unallocated"):
+            longer.append("protect_unallocated for unallocated work")
+        said.append("longer protection: " + ", ".join(longer))
+    elif not said:
         return (
-            "protect jobs longer: minimum runtimes (min_runtime_s; for a trace that declares none, "
-            f"contract_default=job-length or fill_contract) or the protection cap (cap_hours){unallocated}"
+            "this policy has no contract to protect them (under legacy, only an opt-out does: "
+            "preemptible=False)"
         )
-    return "this policy has no contract to protect them (under legacy, only an opt-out does: preemptible=False)"
+    return "what would spare them: " + "; or ".join(said)
 
 
 def _backlog(

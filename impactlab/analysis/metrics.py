@@ -16,7 +16,9 @@ import pandas as pd
 
 from ..base.gangs import SIZE_BUCKETS, held_of
 from ..inputs.budgets import ROOT, BudgetTree
-from ..sim.events import SESSION, Ev
+from ..sim.events import SESSION, Ev, preempt_reason
+from ..sim.policy import BACKFILL_REASON, DRAIN_NOTE, DRAIN_REASON, RESERVE_REASON
+from .findings import DRAINED_STARTS
 
 END_EVENTS = (Ev.PREEMPT, Ev.FINISH, Ev.FAIL, Ev.EVICT)
 QUEUE_DELTA = {
@@ -640,11 +642,16 @@ def preemption_spread(
     table: pd.DataFrame,
     window: Window,
     preempts: np.ndarray,
+    detail: pd.Series | None = None,
+    starts: np.ndarray | None = None,
 ) -> dict[str, object]:
     """How preemptions in the window spread over the jobs that ran in it (held GPUs in it): the
     most any job had, the 99th percentile and the share preempted more than once; and the most
-    any funded job had, and which (unallocated work is preemptible backfill by design, and its
-    losses count in ``preemption_lost_share``). A total alone hides thrashing: 1,000
+    any funded job had, which, and (with the log's ``detail`` column) why, by kind of reason
+    (``preempt_reason_kind``; with ``starts``, the log's start rows in the window, also how
+    many of its starts were unprotected because they landed on nodes drained for a gang:
+    "started on draining nodes"). Unallocated work is preemptible backfill by design, and its
+    losses count in ``preemption_lost_share``. A total alone hides thrashing: 1,000
     preemptions of 1,000 jobs are not 1,000 of one job. ``preempts`` marks the log's preempt
     rows in the window, ``job`` the job of each row; ``att_job`` each attempt's job."""
     counts = np.bincount(job[preempts], minlength=len(table))[: len(table)]
@@ -654,6 +661,17 @@ def preemption_spread(
     per_job = counts[ran]
     funded = np.where(table["leaf"].to_numpy() >= 0, counts, 0)
     worst = int(np.argmax(funded)) if len(funded) else 0
+    reasons: dict[str, int] = {}
+    if detail is not None and len(funded) and funded[worst]:
+        rows = np.flatnonzero(preempts & (job == worst))
+        for text in detail.to_numpy(object)[rows]:
+            kind = preempt_reason_kind(preempt_reason(text))
+            reasons[kind] = reasons.get(kind, 0) + 1
+        if starts is not None:
+            mine = detail.to_numpy(object)[np.flatnonzero(starts & (job == worst))]
+            drained = sum(text.startswith(DRAIN_NOTE) for text in mine)
+            if drained:
+                reasons[DRAINED_STARTS] = drained
     return {
         "preemptions_per_job_max": int(per_job.max()) if len(per_job) else 0,
         "preemptions_per_job_p99": float(np.percentile(per_job, 99)) if len(per_job) else math.nan,
@@ -662,7 +680,30 @@ def preemption_spread(
         "most_preempted_funded_job": str(table["job_id"].iloc[worst])
         if len(funded) and funded[worst]
         else None,
+        "most_preempted_funded_reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
     }
+
+
+#: The kinds of reason a ``preempt`` row gives (``preempt_reason_kind``).
+REASON_KINDS = ("fair share", "interactive reserve", "drain", "backfill", "priority", "other")
+
+
+def preempt_reason_kind(reason: str) -> str:
+    """The kind of a preemption's reason, as the policies word them: "fair share" (impactful's
+    no ping-pong swap), "interactive reserve" (a borrower of the reserve yields to debug work),
+    "drain" (unprotected work on nodes drained for a gang), "backfill" (unallocated work),
+    "priority" (legacy), or "other" (a plug-in's own words)."""
+    if reason.startswith("fair share"):
+        return "fair share"
+    if reason == RESERVE_REASON:
+        return "interactive reserve"
+    if reason == DRAIN_REASON:
+        return "drain"
+    if reason == BACKFILL_REASON:
+        return "backfill"
+    if reason.startswith("priority"):
+        return "priority"
+    return "other"
 
 
 def subtree_impact(tree: BudgetTree, delivered: np.ndarray, owed: np.ndarray) -> np.ndarray:
@@ -873,7 +914,16 @@ def summarise(
         "preemptions": int(preempts.sum()),
         "lost_gpu_hours": lost_to(att, Ev.PREEMPT, window) / 3600.0,
         "preemption_lost_share": _ratio(wasted_gpu_s(att, window, Ev.PREEMPT).sum(), held_s.sum()),
-        **preemption_spread(job, att, keys.att_job, table, window, preempts),
+        **preemption_spread(
+            job,
+            att,
+            keys.att_job,
+            table,
+            window,
+            preempts,
+            events["detail"],
+            _in_window(events, window) & kinds.mask(Ev.START),
+        ),
         "jain": jain(got[owed > 0] / owed[owed > 0]),
         "requested_ratio": _requested_ratio(table, away, window, gpus_per_node),
         **withdrawals(table, submitted["duration_s"].to_numpy(float)),

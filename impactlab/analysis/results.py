@@ -22,7 +22,7 @@ import pandas as pd
 
 from ..base.config import ORGANISATION, SimConfig
 from ..base.files import check_output_dir
-from ..base.registry import policy_class, policy_params
+from ..base.registry import policy_class
 from ..base.units import DAY_S, HOUR_S
 from ..inputs.budgets import BudgetTree
 from ..inputs.fleet import CLUSTER
@@ -123,12 +123,16 @@ class SimResult:
             job=self._job_codes,
         )
         head = derived[0]
-        knobs = frozenset(p.name for p in policy_params(self.config.policy))
+        knobs = self.config.knobs()
         fleet = bool(self.config.clusters) or self.in_fleet
         no_patience = self.provenance.get("source") != "synthetic" and bool(
             np.isinf(self.trace["patience_s"].to_numpy(float)).any()
         )
-        found = findings(head, self.run, knobs, fleet, no_patience)
+        declared_none = str(self.provenance.get("contract", "")).startswith("none declared")
+        contract = (
+            "job-length" if declared_none and self.config.contract_default != "job-length" else None
+        )
+        found = findings(head, self.run, knobs, fleet, no_patience, contract)
         warnings, codes = [f.message for f in found], [f.code for f in found]
         # A fleet's totals can hide one cluster's backlog or thrashing: each cluster's say too
         # (each names its cluster: "<run> on <cluster>: ...").
