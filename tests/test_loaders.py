@@ -278,6 +278,12 @@ def test_header_without_rows(tmp_path):
     )
 
 
+def test_a_row_with_a_field_left_out_is_an_error_naming_its_line_and_column(tmp_path):
+    text = "job_id,submit_s,gpus,duration_s,team\na,0,1,5,red\nb,1,1,5,\nc,2,1\n"
+    err = error(write(tmp_path, text))  # (b leaves its team empty: that is fine)
+    assert (err.row, err.column) == (4, "duration_s") and "3 fields" in err.problem
+
+
 def test_wrong_delimiter_in_a_row(tmp_path):
     err = error(write(tmp_path, "job_id,submit_s,gpus,duration_s\na,0,1,5\nb;1;1;5\n"))
     assert err.row == 3 and "';'" in err.problem

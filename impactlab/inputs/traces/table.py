@@ -159,6 +159,7 @@ def read_table(
     frame.index = pd.RangeIndex(first_line, first_line + len(frame))
     _check_complete(frame, text, first_line, source)
     frame.columns = [str(c).strip() for c in frame.columns]
+    _check_short_rows(frame, text, sep, source)
     rows = Rows(frame, source, options)
     rows.skip(frame.isna().all(axis=1).to_numpy(), "blank line")
     _check_delimiter(rows, sep)
@@ -223,6 +224,36 @@ def _check_complete(frame: pd.DataFrame, text: str, first_line: int, source: str
             None,
             f"{expected} data lines but {len(frame)} rows: a quoted field spans lines",
         )
+
+
+def _check_short_rows(frame: pd.DataFrame, text: str, sep: str, source: str) -> None:
+    """A row with fewer fields than there are columns (a field left out, not left blank)
+    would read as blanks in its last columns, which could then pass for a job with no state or
+    no team: the first such line is an error. Only the lines whose last cell is blank are read
+    again (with Python's csv module, which counts a row's fields)."""
+    width = frame.shape[1]
+    if width < 2:
+        return
+    cells = frame.isna()
+    suspects = frame.index[(cells.iloc[:, -1] & ~cells.all(axis=1)).to_numpy()]
+    if not len(suspects):
+        return
+    lines = text.split("\n")
+    for line in suspects:  # (the index is the line number: one row per line, checked above)
+        raw = lines[int(line) - 1].rstrip("\r")
+        fields = (
+            len(next(csv.reader([raw], delimiter=sep))) if len(sep) == 1 else len(raw.split(sep))
+        )
+        if fields == 1 and any(other in raw for other in SEPARATORS if other != sep):
+            continue  # (written with another delimiter: ``_check_delimiter`` says so)
+        if fields < width:
+            raise TraceError(
+                source,
+                int(line),
+                str(frame.columns[fields]),
+                f"{fields} fields, fewer than the {width} columns (this one and those after it "
+                "are missing; leave a field empty, not out)",
+            )
 
 
 def _check_delimiter(rows: Rows, sep: str) -> None:
