@@ -229,3 +229,11 @@ def test_a_one_cluster_report_has_no_clusters_section(single, monkeypatch):
         "<section><h2>Configs",
     ]
     assert "Clusters" not in "".join(sections)
+
+
+def test_a_reports_headline_shows_whole_counts_whole_next_to_fractions():
+    """A row of runs is one float column: 893 preemptions next to none read "0.000"."""
+    assert [report._number(v, count=True) for v in (0.0, 893.0, 2.5)] == ["0", "893", "2.500"]
+    assert [report._number(v) for v in (0.0, 0.942, 1311.4)] == ["0.000", "0.942", "1,311"]
+    assert report._is_count("preemptions") and not report._is_count("impact")
+    assert not report._is_count("wait_p90_s.debug")  # (a wait by kind is in no catalog)

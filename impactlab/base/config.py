@@ -107,7 +107,8 @@ SEED = Param(
     0,
     int,
     "workload",
-    "random seed of the workload (and of node failures)",
+    "random seed of the synthetic workload, of node failures and of whether a user resubmits a "
+    "killed interactive session (a replayed trace is the same for every seed)",
     lo=0,
     hi=2**32 - 1,
     step=1,

@@ -154,7 +154,7 @@ class Overview:
         if self.skipped:
             out.append(
                 "skipped when loading: "
-                + "; ".join(f"{n} {why}" for why, n in self.skipped.items())
+                + "; ".join(f"{why}: {n:,}" for why, n in self.skipped.items())
             )
         out += self.advise(demand).lines()
         if demand > 1 and not self.patience_recorded:

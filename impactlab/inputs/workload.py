@@ -165,7 +165,7 @@ def default_contract(
     else:
         trace, said = (
             protect_for_own_length(trace),
-            "each job is protected for its own length, up to the policy's cap",
+            "each job is protected for its own length (under a policy with a contract, up to its cap)",
         )
     log.warning(
         "the trace declares no minimum runtimes: %s (contract_default=%s; contract_default=none replays it "

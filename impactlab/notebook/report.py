@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..analysis.catalog import CLUSTER_TABLE, MAINTENANCE, SWEEP_HEADLINE
+from ..analysis.catalog import BY_NAME, CLUSTER_TABLE, MAINTENANCE, SWEEP_HEADLINE
 from ..analysis.results import SimResult, runs_to_report
 from ..base.config import SimConfig
 from ..base.params import ParamError
@@ -208,11 +208,11 @@ def result_sections(results: list[SimResult]) -> list[str]:
     metrics = pd.DataFrame({r.run: r.metrics() for r in results})
     planned = any(not r.maintenance().empty for r in results)
     rows = [*SWEEP_HEADLINE, *(MAINTENANCE if planned else ())]
-    table = (
-        metrics.loc[[m for m in rows if m in metrics.index]]
-        .map(_number)
-        .reset_index(names="metric")
-    )
+    shown = metrics.loc[[m for m in rows if m in metrics.index]]
+    table = shown.apply(
+        lambda row: row.map(lambda v: _number(v, _is_count(str(row.name)))),
+        axis=1,
+    ).reset_index(names="metric")
     figures = [charts.headline(results), charts.waits(results), charts.preemptions(results)]
     if all(
         _known_policy(r.config.policy) for r in results
@@ -281,9 +281,20 @@ def _known_policy(name: str) -> bool:
     return True
 
 
-def _number(value: Any) -> str:
+def _is_count(metric: str) -> bool:
+    """Whether a headline row is a count or an amount (``catalog``; a wait by kind is not)."""
+    known = BY_NAME.get(metric)
+    return known is not None and known.kind == "count"
+
+
+def _number(value: Any, count: bool = False) -> str:
+    """A table cell: three decimals below 10, else whole; a ``count`` that is whole (jobs,
+    preemptions, GPU-hours of none) is shown whole whatever its size (a row of runs is one
+    float column, so 893 preemptions next to none read "0.000")."""
     if isinstance(value, float) and not math.isfinite(value):
         return "–"
+    if count and float(value).is_integer():
+        return f"{value:,.0f}"
     return f"{value:,.3f}" if isinstance(value, float) and abs(value) < 10 else f"{value:,.0f}"
 
 

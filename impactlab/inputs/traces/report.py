@@ -86,8 +86,8 @@ class LoadReport:
 
     def lines(self) -> list[str]:
         """A readable account, one line per fact."""
-        out = [f"{self.source} ({self.format}): {self.rows} rows, {self.jobs} jobs loaded"]
-        out += [f"  skipped {n}: {reason}" for reason, n in self.skipped.items()]
+        out = [f"{self.source} ({self.format}): {self.rows:,} rows, {self.jobs:,} jobs loaded"]
+        out += [f"  skipped {n:,}: {reason}" for reason, n in self.skipped.items()]
         out += [f"  inferred: {col}" for col in self.inferred]
         out += [f"  note: {note}" for note in self.notes]
         return out

@@ -386,7 +386,7 @@ def _validated(
 ) -> Loaded:
     frame = rows.frame
     if frame.empty:
-        why = ", ".join(f"{n} {r}" for r, n in rows.skipped.items()) or "no rows"
+        why = "; ".join(f"{r}: {n:,}" for r, n in rows.skipped.items()) or "no rows"
         raise TraceError(rows.source, None, None, f"no jobs left to load ({why})")
     frame = frame.assign(submit_s=frame["submit"] - frame["submit"].min()).drop(columns="submit")
     if "kind" not in frame.columns:
