@@ -394,6 +394,17 @@ def test_ctrl_c_is_one_line_and_status_130(monkeypatch, capsys, tmp_path):
     assert capsys.readouterr().err == "impactlab: interrupted\n"
 
 
+def test_a_notice_about_the_trace_is_said_once_per_sweep_not_once_per_run(tmp_path, caplog):
+    trace = pd.read_csv(Path(__file__).parent / "fixtures" / "generic_trace.csv")
+    path = tmp_path / "t.csv"
+    trace.assign(min_runtime_s=0).to_csv(path, index=False)  # (declares no contract)
+    config = il.SimConfig(gpus=64, days=1, trace_path=str(path))
+    with caplog.at_level("WARNING", logger="impactlab"):
+        frame = sweep(config, {"cap_hours": [1, 8]}, seeds=[0, 1], backend="serial", progress=False)
+    assert (frame["status"] == "ok").all() and len(frame) == 4
+    assert caplog.text.count("the trace declares no minimum runtimes") == 1
+
+
 def test_cli_names_each_failed_run_once_and_counts_them(tmp_path, capsys, caplog):
     missing = str(tmp_path / "no-such-trace.csv")
     args = ["sweep", "--gpus", "16", "--days", "0.5", "--grid", f"trace_path={missing}"]

@@ -20,6 +20,7 @@ its input files, so an edited trace is a new run.
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import importlib
 import itertools
@@ -311,7 +312,8 @@ def run_one(
         for name, target in policies.items():
             register_policy(name, target)
         sim_config = SimConfig.from_dict(config)
-        work = prepare(sim_config)
+        with _notices() as notices:  # (the sweep says each once, not once per run)
+            work = prepare(sim_config)
         _check_trace(work.provenance, inputs.get("trace_sha256"))
         # the run's warnings travel in its record, and the sweep says them once
         result = replace(simulate(sim_config, inputs=work), log_warnings=False)
@@ -321,6 +323,7 @@ def run_one(
             "provenance": result.provenance,
             "warnings": result.warnings,
             "warning_codes": result.warning_codes,
+            "notices": notices,
         }
     except Exception as err:
         record = failure(err)
@@ -330,6 +333,26 @@ def run_one(
         "host": os.uname().nodename,
         "pid": os.getpid(),
     }
+
+
+@contextlib.contextmanager
+def _notices() -> Iterator[list[str]]:
+    """The warnings the inputs' modules log inside the block (a trace's default contract, jobs
+    skipped, its load), kept instead of logged: a worker's record carries them home."""
+    logger, kept = logging.getLogger("impactlab.inputs"), []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            kept.append(record.getMessage())
+
+    handler, propagate = Keep(logging.WARNING), logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield kept
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
 
 
 def _check_trace(provenance: Mapping[str, Any], expected: str | None) -> None:
@@ -554,12 +577,13 @@ def sweep(
         if local_pool and todo
         else backend
     )
+    said: set[str] = set()  # the notices about inputs logged so far (each once per sweep)
     with _bar(progress, len(runs), len(rows), where) as bar:
         for run, record in outcomes:
             rows[run.key] = row_of(run, record)
             if store:
                 store.write(run, record, rows[run.key])
-            _report(run, record, bar)
+            _report(run, record, bar, said)
     frame = frame_of([rows[r.key] for r in runs])
     _say_warnings(frame)
     return frame
@@ -662,7 +686,11 @@ class _bar:
                 self.bar.set_postfix(failed=self.failed)
 
 
-def _report(run: Run, record: Mapping[str, Any], bar: _bar) -> None:
+def _report(run: Run, record: Mapping[str, Any], bar: _bar, said: set[str]) -> None:
+    for notice in record.get("notices", ()):  # (every run of one trace says the same)
+        if notice not in said:
+            said.add(notice)
+            log.warning("%s", notice)
     failed = record["status"] != "ok"
     if failed:
         log.warning("run %s (%s) failed: %s", run.key, describe(run.config), record["error"])
