@@ -345,6 +345,7 @@ def test_absurd_duration(tmp_path):
 def test_job_larger_than_the_target_cluster(tmp_path):
     err = error(FIXTURES / "sacct_parsable2.txt", max_gpus=32)
     assert (err.row, err.column) == (12, "gpus") and "larger" in err.problem
+    assert err.problem.endswith("(got 64)")  # (GPUs summed from TRES: a count, not "64.0")
     trace = load_trace(FIXTURES / "sacct_parsable2.txt", max_gpus=32, oversize="skip")
     assert (
         trace.attrs["load_report"]["skipped"]["job larger than the target cluster (32 GPUs)"] == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -57,12 +58,22 @@ class _Check:
         """Raise for the first row flagged in ``bad``, if any."""
         if bad.any():
             pos = int(np.flatnonzero(bad)[0])
-            value = df[self.column].iloc[pos]
-            if isinstance(value, np.generic):  # (shown as the number, not numpy's repr of it)
-                value = value.item()
             raise TraceError(
-                self.source, pos + self.row_base, self.column, f"{problem} (got {value!r})"
+                self.source,
+                pos + self.row_base,
+                self.column,
+                f"{problem} (got {shown(df[self.column].iloc[pos])!r})",
             )
+
+
+def shown(value: Any) -> Any:
+    """A cell as an error message shows it: a number as the number, not numpy's repr of it,
+    and a whole count read as a float (Slurm's GPUs) without its ".0"."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        value = int(value)
+    return value
 
 
 def validate_trace(

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ...base.files import InputFileError, decode_text, read_bytes
-from ..trace import TraceError, validate_trace
+from ..trace import TraceError, shown, validate_trace
 from .infer import infer_kinds
 from .report import Loaded, LoadOptions, LoadReport
 
@@ -74,10 +74,9 @@ class Rows:
         if not mask.any():
             return
         pos = int(np.flatnonzero(mask)[0])
-        shown = (values if values is not None else self.frame[column]).iloc[pos]
-        shown = shown.item() if isinstance(shown, np.generic) else shown
+        value = shown((values if values is not None else self.frame[column]).iloc[pos])
         raise TraceError(
-            self.source, int(self.frame.index[pos]), column, f"{problem} (got {shown!r})"
+            self.source, int(self.frame.index[pos]), column, f"{problem} (got {value!r})"
         )
 
     def require(self, *columns: str) -> None:
