@@ -236,16 +236,29 @@ def test_the_advice_names_the_knob_that_protects_the_preempted_jobs():
     impactful = f.findings(summary(**thrash), "impactful", CAP)[0].message
     assert "funded job x9 was preempted 74 times" in impactful
     assert "cap_hours" in impactful and "min_runtime_s" in impactful
-    # what is already set so, or has nothing to act on, is not advised
-    assert "contract_default" not in impactful  # (no contract passed: the run's protects most)
-    assert "protect_unallocated" not in impactful  # (no unallocated work in this summary)
-    advised = f.findings(
-        summary(**thrash, unallocated_share=0.2), "impactful", CAP, contract="job-length"
+    assert "none is sure to help" in impactful
+    # protecting unallocated work only moves preemptions onto funded jobs: never advised
+    assert "protect_unallocated" not in impactful
+    # a trace replayed unprotected: no cap binds (every minimum runtime is 0), the contract does
+    unprotected = f.Protection(cap_binds=False, trace_runtimes=False, contract="job-length")
+    said = f.findings(summary(**thrash), "impactful", {"cap_hours": 8.0}, protection=unprotected)
+    assert "contract_default=job-length" in said[0].message and "cap_hours" not in said[0].message
+    # each job already protected for its own length: only a cap it exceeds can add
+    filled = f.Protection(cap_binds=True, trace_runtimes=False)
+    said = f.findings(summary(**thrash), "impactful", {"cap_hours": 8.0}, protection=filled)
+    assert "cap_hours, now 8 h" in said[0].message and "min_runtime_s" not in said[0].message
+    spent = f.Protection(cap_binds=False, trace_runtimes=False)
+    said = f.findings(summary(**thrash), "impactful", {"cap_hours": 8.0}, protection=spent)
+    assert said[0].message.endswith("no knob of its policy that would protect them longer")
+    one = f.findings(summary(funded_preemptions_per_job_max=1, preemption_lost_share=0.2,
+                            most_preempted_funded_job="x9",
+                            most_preempted_funded_reasons={"drain": 1, f.DRAINED_STARTS: 1}),
+                     "impactful", {"drain_for_gangs": True})[0].message  # fmt: skip
+    assert "was preempted 1 time (by reason: drain 1; 1 of its starts was unprotected" in one
+    synthetic = f.findings(
+        summary(**thrash), "legacy", frozenset(), protection=f.Protection(synthetic=True)
     )[0].message
-    assert "contract_default=job-length" in advised and "protect_unallocated" in advised
-    already = {"cap_hours": 8.0, "protect_unallocated": True}
-    said = f.findings(summary(**thrash, unallocated_share=0.2), "impactful", already)[0].message
-    assert "protect_unallocated" not in said and "cap_hours, now 8 h" in said
+    assert "opt_out_long, opt_out_short" in synthetic and "preemptible=False" not in synthetic
     legacy = f.findings(summary(**thrash), "legacy", frozenset())[0].message
     assert "preemptible=False" in legacy and "cap_hours" not in legacy
     lost_only = f.findings(
@@ -393,7 +406,8 @@ def test_the_same_dump_replayed_unprotected_thrashes_and_says_so(dump, capsys, c
         and impactful["impact_useful"] < impactful["impact"]
     )
     assert "impactful: preemption is thrashing" in err and "impactful: impact" in err
-    assert "contract_default=job-length for a trace that declares none" in err
+    assert "contract_default=job-length (the trace declares none)" in err
+    assert "cap_hours" not in err.split("impactful: preemption is thrashing")[1].split("\n")[0]
     assert "legacy: preemption is thrashing" not in err
     assert any(w.startswith("impactful: preemption is thrashing") for w in impactful["warnings"])
 

@@ -50,24 +50,34 @@ class Finding:
     message: str
 
 
+@dataclass(frozen=True)
+class Protection:
+    """What could protect a run's jobs longer than it did, as its inputs allow (``SimResult``
+    works it out from the trace and the config; the defaults assume every way is open)."""
+
+    cap_binds: bool = True  # some job's minimum runtime is longer than the policy's cap
+    trace_runtimes: bool = True  # a replayed trace's own minimum runtimes could be longer
+    contract: str | None = None  # a contract_default that would protect a trace declaring none
+    synthetic: bool = False  # the synthetic workload (its opt-outs are knobs, not a column)
+
+
 def findings(
     summary: Mapping[str, Any],
     run: str,
     knobs: Mapping[str, Any] | frozenset[str] = frozenset(),
     fleet: bool = False,
     no_patience: bool = False,
-    contract: str | None = None,
+    protection: Protection = Protection(),
 ) -> list[Finding]:
     """The findings of one run's ``summary()``; ``knobs`` are the parameters its policy declares
     (to name the ones that change the outcome), with their values in the run when known (a
     mapping); ``fleet``: the run is a fleet's, or one of its clusters (more GPUs come from its
     clusters' sizes, not from ``gpus``); ``no_patience``: the run replays a trace some of whose
-    jobs record no patience (``patience_hours`` would give them one); ``contract``: the
-    ``contract_default`` that would protect a replayed trace's jobs longer than the run did
-    (None: none would, or the trace declares its own).
+    jobs record no patience (``patience_hours`` would give them one); ``protection``: what could
+    protect its jobs longer.
     """
     found = [
-        _thrashing(summary, run, knobs, contract),
+        _thrashing(summary, run, knobs, protection),
         _backlog(summary, run, fleet, no_patience),
         _gave_up(summary, run, fleet),
         _impact_gap(summary, run),
@@ -79,7 +89,7 @@ def _thrashing(
     s: Mapping[str, Any],
     run: str,
     knobs: Mapping[str, Any] | frozenset[str],
-    contract: str | None = None,
+    protection: Protection = Protection(),
 ) -> Finding | None:
     lost, most = (
         _number(s.get("preemption_lost_share")),
@@ -92,10 +102,13 @@ def _thrashing(
     drained = reasons.get(DRAINED_STARTS, 0)
     notes = [f"by reason: {why}"] if why else []
     if drained:
-        notes.append(f"{drained} of its starts were unprotected, on nodes draining for a gang")
+        notes.append(
+            f"{drained} of its starts {'was' if drained == 1 else 'were'} unprotected, on nodes "
+            "draining for a gang"
+        )
     worst = (
-        f"funded job {s.get('most_preempted_funded_job')} was preempted {most} times"
-        + (f" ({'; '.join(notes)})" if notes else "")
+        f"funded job {s.get('most_preempted_funded_job')} was preempted "
+        f"{most} time{'' if most == 1 else 's'}" + (f" ({'; '.join(notes)})" if notes else "")
         if most
         else "no funded job was preempted"
     )
@@ -104,62 +117,58 @@ def _thrashing(
         f"{run}: preemption is thrashing: {_share(lost)} of the delivered GPU time was "
         f"lost to it and {worst} (warned above {LOST_SHARE:.0%} lost or "
         f"{PREEMPTIONS_PER_JOB} preemptions of one funded job); "
-        f"{_protection_advice(knobs, reasons, s, contract)}",
+        f"{_protection_advice(knobs, reasons, protection)}",
     )
 
 
 def _protection_advice(
-    knobs: Mapping[str, Any] | frozenset[str],
-    reasons: Mapping[str, int],
-    s: Mapping[str, Any],
-    contract: str | None,
+    knobs: Mapping[str, Any] | frozenset[str], reasons: Mapping[str, int], protection: Protection
 ) -> str:
-    """The knobs that would spare the preempted jobs, as far as the policy has them and they
-    are not already set so: the ones behind the most preempted job's reasons first."""
+    """The knobs behind the most preempted job's preemptions, to compare runs with: those behind
+    its reasons first, then the ways to protect jobs longer that this run leaves open. None is
+    sure to help (a smaller reserve or no draining can move the preemptions elsewhere), so the
+    sentence says so."""
 
     def value(name: str, default: Any = None) -> Any:
         return knobs.get(name, default) if isinstance(knobs, Mapping) else default
 
     levers: list[tuple[int, str]] = []  # (how many of the job's preemptions it concerns, lever)
     if reasons.get("interactive reserve") and "interactive_reserve" in knobs:
-        levers.append(
-            (
-                reasons["interactive reserve"],
-                (
-                    "a smaller interactive reserve (interactive_reserve), whose borrowers yield to "
-                    "debug and interactive work at once"
-                ),
-            )
+        reserve = (
+            "a smaller interactive reserve (interactive_reserve), whose borrowers yield to "
+            "debug and interactive work at once"
         )
+        levers.append((reasons["interactive reserve"], reserve))
     drained = max(reasons.get("drain", 0), reasons.get(DRAINED_STARTS, 0))
     if drained and value("drain_for_gangs", True) and "drain_for_gangs" in knobs:
-        levers.append(
-            (
-                drained,
-                (
-                    "no draining for gangs (drain_for_gangs=False): a job started on the nodes a "
-                    "gang waits for is unprotected, and yields to it"
-                ),
-            )
+        drain = (
+            "no draining for gangs (drain_for_gangs=False): a job started on the nodes a gang "
+            "waits for is unprotected, and yields to it"
         )
+        levers.append((drained, drain))
     levers.sort(key=lambda lever: -lever[0])  # (stable: the reserve first on a tie)
     said = [lever for _, lever in levers]
     if "cap_hours" in knobs:
+        longer = []
+        if protection.contract:
+            longer.append(f"contract_default={protection.contract} (the trace declares none)")
         cap = value("cap_hours")
-        longer = [f"the protection cap (cap_hours{f', now {cap:g} h' if cap else ''})"]
-        longer.append("minimum runtimes in the trace (min_runtime_s)")
-        if contract:
-            longer.append(f"contract_default={contract} for a trace that declares none")
-        unallocated = _number(s.get("unallocated_share")) > 0
-        if unallocated and "protect_unallocated" in knobs and not value("protect_unallocated"):
-            longer.append("protect_unallocated for unallocated work")
-        said.append("longer protection: " + ", ".join(longer))
-    elif not said:
-        return (
-            "this policy has no contract to protect them (under legacy, only an opt-out does: "
-            "preemptible=False)"
+        if protection.cap_binds:
+            longer.append(f"a longer protection cap (cap_hours{f', now {cap:g} h' if cap else ''})")
+        if protection.trace_runtimes:
+            longer.append("longer minimum runtimes in the trace (min_runtime_s)")
+        if longer:
+            said.append("protecting jobs longer: " + ", ".join(longer))
+    else:
+        opt_outs = (
+            "the workload's opt-outs (opt_out_long, opt_out_short)"
+            if protection.synthetic
+            else "preemptible=False in the trace"
         )
-    return "what would spare them: " + "; or ".join(said)
+        said.append(f"an opt-out, the only protection this policy has: {opt_outs}")
+    if not said:
+        return "this run leaves no knob of its policy that would protect them longer"
+    return "knobs to compare runs with (none is sure to help): " + "; or ".join(said)
 
 
 def _backlog(

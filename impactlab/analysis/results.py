@@ -30,7 +30,7 @@ from ..sim.events import EVENT_DTYPES, Job, jobs_from_trace
 from . import tables
 from .catalog import SCALAR
 from .explain import Story, explain, protection_ends
-from .findings import findings
+from .findings import Protection, findings
 from .fleet import cluster_events
 from .metrics import (
     SIZE_BUCKETS,
@@ -128,11 +128,7 @@ class SimResult:
         no_patience = self.provenance.get("source") != "synthetic" and bool(
             np.isinf(self.trace["patience_s"].to_numpy(float)).any()
         )
-        declared_none = str(self.provenance.get("contract", "")).startswith("none declared")
-        contract = (
-            "job-length" if declared_none and self.config.contract_default != "job-length" else None
-        )
-        found = findings(head, self.run, knobs, fleet, no_patience, contract)
+        found = findings(head, self.run, knobs, fleet, no_patience, self._protection(knobs))
         warnings, codes = [f.message for f in found], [f.code for f in found]
         # A fleet's totals can hide one cluster's backlog or thrashing: each cluster's say too
         # (each names its cluster: "<run> on <cluster>: ...").
@@ -193,6 +189,25 @@ class SimResult:
             for name, part in parts.items()
         }
         return self._tagged(tables.stack_clusters(frames))
+
+    def _protection(self, knobs: Mapping[str, Any]) -> Protection:
+        """What could protect this run's jobs longer: a cap some job's minimum runtime exceeds,
+        a replayed trace's own minimum runtimes (not when they were filled with each job's
+        length), or ``contract_default=job-length`` for a trace that declares none."""
+        synthetic = self.provenance.get("source") == "synthetic"
+        said = str(self.provenance.get("contract", ""))  # (set when the trace declares none)
+        cap = knobs.get("cap_hours")
+        runtimes = self.trace["min_runtime_s"].to_numpy(float)
+        return Protection(
+            cap_binds=cap is not None and bool((runtimes > float(cap) * HOUR_S).any()),
+            trace_runtimes=not synthetic and not said,
+            contract=(
+                "job-length"
+                if said.startswith("none declared") and self.config.contract_default != "job-length"
+                else None
+            ),
+            synthetic=synthetic,
+        )
 
     @cached_property
     def _attempts(self) -> pd.DataFrame:
