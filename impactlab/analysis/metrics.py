@@ -663,13 +663,12 @@ def preemption_spread(
     worst = int(np.argmax(funded)) if len(funded) else 0
     reasons: dict[str, int] = {}
     if detail is not None and len(funded) and funded[worst]:
-        rows = np.flatnonzero(preempts & (job == worst))
-        for text in detail.to_numpy(object)[rows]:
+        texts, mine = detail.to_numpy(object), job == worst
+        for text in texts[preempts & mine]:
             kind = preempt_reason_kind(preempt_reason(text))
             reasons[kind] = reasons.get(kind, 0) + 1
         if starts is not None:
-            mine = detail.to_numpy(object)[np.flatnonzero(starts & (job == worst))]
-            drained = sum(text.startswith(DRAIN_NOTE) for text in mine)
+            drained = sum(text.startswith(DRAIN_NOTE) for text in texts[starts & mine])
             if drained:
                 reasons[DRAINED_STARTS] = drained
     return {
@@ -682,10 +681,6 @@ def preemption_spread(
         else None,
         "most_preempted_funded_reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
     }
-
-
-#: The kinds of reason a ``preempt`` row gives (``preempt_reason_kind``).
-REASON_KINDS = ("fair share", "interactive reserve", "drain", "backfill", "priority", "other")
 
 
 def preempt_reason_kind(reason: str) -> str:

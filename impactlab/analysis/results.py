@@ -125,10 +125,12 @@ class SimResult:
         head = derived[0]
         knobs = self.config.knobs()
         fleet = bool(self.config.clusters) or self.in_fleet
-        no_patience = self.provenance.get("source") != "synthetic" and bool(
+        synthetic = self.provenance.get("source") == "synthetic"
+        no_patience = not synthetic and bool(
             np.isinf(self.trace["patience_s"].to_numpy(float)).any()
         )
-        found = findings(head, self.run, knobs, fleet, no_patience, self._protection(knobs))
+        protection = self._protection(knobs, synthetic)
+        found = findings(head, self.run, knobs, fleet, no_patience, protection)
         warnings, codes = [f.message for f in found], [f.code for f in found]
         # A fleet's totals can hide one cluster's backlog or thrashing: each cluster's say too
         # (each names its cluster: "<run> on <cluster>: ...").
@@ -190,11 +192,10 @@ class SimResult:
         }
         return self._tagged(tables.stack_clusters(frames))
 
-    def _protection(self, knobs: Mapping[str, Any]) -> Protection:
+    def _protection(self, knobs: Mapping[str, Any], synthetic: bool) -> Protection:
         """What could protect this run's jobs longer: a cap some job's minimum runtime exceeds,
         a replayed trace's own minimum runtimes (not when they were filled with each job's
         length), or ``contract_default=job-length`` for a trace that declares none."""
-        synthetic = self.provenance.get("source") == "synthetic"
         said = str(self.provenance.get("contract", ""))  # (set when the trace declares none)
         cap = knobs.get("cap_hours")
         runtimes = self.trace["min_runtime_s"].to_numpy(float)
